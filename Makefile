@@ -1,0 +1,75 @@
+# dsec: sandbox infrastructure for agentic RL, as small Linux tools.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DESTDIR ?=
+
+CC ?= cc
+PKGS = libarchive jansson libseccomp libcap libzstd libcrypto
+WARN = -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings -Wpointer-arith \
+       -Wmissing-prototypes -Wstrict-prototypes -Wno-unused-parameter -Wundef -Wvla -Wno-format-truncation
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
+          -Ilibcommon $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+
+B = build
+TOOLS := $(patsubst cmd/%.c,%,$(wildcard cmd/dsec-*.c))
+LIB_SRC := $(wildcard libcommon/*.c)
+LIB_OBJ := $(LIB_SRC:libcommon/%.c=$(B)/lib/%.o)
+UNIT := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test-*.c))
+MANS := $(wildcard man/*.[1-8])
+
+all: $(addprefix $(B)/,$(TOOLS)) $(UNIT) $(if $(wildcard tests/probe.c),$(B)/tests/probe)
+
+$(B)/lib/%.o: libcommon/%.c $(wildcard libcommon/*.h) | $(B)/lib
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/libcommon.a: $(LIB_OBJ)
+	$(AR) rcs $@ $^
+
+$(B)/dsec-%: cmd/dsec-%.c $(B)/libcommon.a $(wildcard libcommon/*.h)
+	$(CC) $(CFLAGS) -o $@ $< $(B)/libcommon.a $(LDFLAGS) $(LDLIBS)
+
+$(B)/tests/%: tests/unit/%.c $(B)/libcommon.a $(wildcard libcommon/*.h) | $(B)/tests
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(B)/libcommon.a $(LDFLAGS) $(LDLIBS)
+
+# A static probe run inside sandboxes to look at them from within.
+$(B)/tests/probe: tests/probe.c | $(B)/tests
+	$(CC) -std=gnu11 -O2 -Wall -Werror -static -o $@ $<
+
+$(B)/lib $(B)/tests:
+	mkdir -p $@
+
+deps:
+	./scripts/deps.sh
+
+check: deps
+	$(MAKE) all
+	./tests/run
+
+demo: deps
+	$(MAKE) all
+	./scripts/demo
+
+bench: all
+	./scripts/bench
+
+lint: all
+	clang-format --dry-run --Werror cmd/*.c libcommon/*.c libcommon/*.h tests/unit/*.c tests/unit/*.h tests/probe.c
+	shellcheck -x scripts/deps.sh scripts/mkimage scripts/demo scripts/bench tests/run .ci/run
+	shellcheck -x -s bash tests/helpers.bash
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+		--suppress=missingIncludeSystem -Ilibcommon -D_GNU_SOURCE cmd libcommon
+	mandoc -Tlint -Wwarning $(MANS)
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man7
+	install -m 0755 $(addprefix $(B)/,$(TOOLS)) $(DESTDIR)$(BINDIR)
+	for m in $(MANS); do install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}; done
+
+clean:
+	rm -rf $(B)
+
+.PHONY: all deps check demo bench lint install clean

@@ -1,0 +1,75 @@
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "jsonl.h"
+
+int dsec_cli_common(struct dsec_cli *cli, int c, const char *optarg_)
+{
+	switch (c) {
+	case 'h':
+		fputs(cli->help, stdout);
+		exit(dsec_close_stdout() < 0 ? DSEC_EXIT_FATAL : DSEC_EXIT_OK);
+	case 'V':
+		printf("%s %s\n", dsec_prog, DSEC_VERSION);
+		exit(dsec_close_stdout() < 0 ? DSEC_EXIT_FATAL : DSEC_EXIT_OK);
+	case 'q':
+		dsec_verbose = -1;
+		return 1;
+	case 'v':
+		if (dsec_verbose < 0)
+			dsec_verbose = 0;
+		dsec_verbose++;
+		return 1;
+	case DSEC_OPT_ROOT:
+		cli->root_opt = optarg_;
+		return 1;
+	case DSEC_OPT_RUN:
+		cli->run_opt = optarg_;
+		return 1;
+	case '?':
+	case ':':
+		fprintf(stderr, "Try '%s --help' for more information.\n", dsec_prog);
+		exit(DSEC_EXIT_USAGE);
+	default:
+		return 0;
+	}
+}
+
+void dsec_usage_error(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: error: %s\nTry '%s --help' for more information.\n", dsec_prog, buf,
+		dsec_prog);
+	exit(DSEC_EXIT_USAGE);
+}
+
+void dsec_fatal(const struct dsec_err *err)
+{
+	dsec_err_print(err);
+	exit(DSEC_EXIT_FATAL);
+}
+
+void dsec_cli_paths(struct dsec_cli *cli, struct dsec_paths *paths)
+{
+	struct dsec_err err;
+
+	if (dsec_paths_init(paths, cli->root_opt, cli->run_opt, &err) < 0)
+		dsec_fatal(&err);
+}
+
+int dsec_cli_exit(int status)
+{
+	if (dsec_close_stdout() < 0) {
+		dsec_errorx("write to stdout failed");
+		return DSEC_EXIT_FATAL;
+	}
+	return status;
+}

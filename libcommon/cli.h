@@ -1,0 +1,55 @@
+/* What every tool shares on its command line: -h/--help, -V/--version, -q, -v, --root, --run,
+ * the exit statuses, and the loop over records from argv or standard input. */
+#ifndef DSEC_CLI_H
+#define DSEC_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+
+#include "err.h"
+#include "state.h"
+
+#define DSEC_VERSION "0.1.0"
+
+enum {
+	DSEC_EXIT_OK = 0,     /* every record done */
+	DSEC_EXIT_FAILED = 1, /* finished, some record failed */
+	DSEC_EXIT_USAGE = 2,  /* bad command line */
+	DSEC_EXIT_FATAL = 3,  /* state dir, lock, stdout */
+};
+
+/* Long-only option codes shared by all tools (beyond any tool's own short letters). */
+enum {
+	DSEC_OPT_ROOT = 0x1000,
+	DSEC_OPT_RUN,
+	DSEC_OPT_FIRST_TOOL, /* a tool numbers its own long-only options from here */
+};
+
+#define DSEC_COMMON_LONGOPTS                                                             \
+	{"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},          \
+		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},  \
+		{"root", required_argument, NULL, DSEC_OPT_ROOT},                        \
+		{"run", required_argument, NULL, DSEC_OPT_RUN}
+
+struct dsec_cli {
+	const char *root_opt, *run_opt;
+	const char *help; /* the whole --help text */
+};
+
+/* Handle a common option c (from getopt_long). Returns 1 when handled, 0 when c is not a
+ * common option. Exits for --help, --version and '?'. */
+int dsec_cli_common(struct dsec_cli *cli, int c, const char *optarg_);
+
+/* Print "tool: error: msg" and "Try 'tool --help'" and exit 2. */
+__attribute__((noreturn, format(printf, 1, 2))) void dsec_usage_error(const char *fmt, ...);
+
+/* Print err and exit 3 (fatal). */
+__attribute__((noreturn)) void dsec_fatal(const struct dsec_err *err);
+
+/* Resolve --root/--run or exit 3. */
+void dsec_cli_paths(struct dsec_cli *cli, struct dsec_paths *paths);
+
+/* Finish: close stdout (failure → 3), else return status. */
+int dsec_cli_exit(int status);
+
+#endif

@@ -1,0 +1,103 @@
+#include "err.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *dsec_prog = "dsec";
+int dsec_verbose;
+
+int dsec_err_set(struct dsec_err *err, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return -1;
+	err->errnum = errnum;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int dsec_err_sys(struct dsec_err *err, const char *fmt, ...)
+{
+	int saved = errno;
+	char buf[DSEC_ERR_MSG_MAX];
+	va_list ap;
+
+	if (!err)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	err->errnum = saved;
+	snprintf(err->msg, sizeof(err->msg), "%s: %s", buf, strerror(saved));
+	errno = saved;
+	return -1;
+}
+
+int dsec_err_wrap(struct dsec_err *err, const char *fmt, ...)
+{
+	char ctx[DSEC_ERR_MSG_MAX], old[DSEC_ERR_MSG_MAX];
+	va_list ap;
+
+	if (!err)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof(ctx), fmt, ap);
+	va_end(ap);
+	memcpy(old, err->msg, sizeof(old));
+	snprintf(err->msg, sizeof(err->msg), "%s: %s", ctx, old);
+	return -1;
+}
+
+json_t *dsec_err_json(const struct dsec_err *err, const char *tool)
+{
+	return json_pack("{s:s, s:i, s:s}", "tool", tool, "errno", err->errnum, "msg", err->msg);
+}
+
+static void vmsg(const char *kind, const char *fmt, va_list ap)
+{
+	char buf[2048];
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	fprintf(stderr, "%s: %s%s\n", dsec_prog, kind, buf);
+}
+
+void dsec_warnx(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (dsec_verbose < 0)
+		return;
+	va_start(ap, fmt);
+	vmsg("warning: ", fmt, ap);
+	va_end(ap);
+}
+
+void dsec_errorx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmsg("error: ", fmt, ap);
+	va_end(ap);
+}
+
+void dsec_infox(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (dsec_verbose <= 0)
+		return;
+	va_start(ap, fmt);
+	vmsg("", fmt, ap);
+	va_end(ap);
+}
+
+void dsec_err_print(const struct dsec_err *err)
+{
+	dsec_errorx("%s", err->msg);
+}

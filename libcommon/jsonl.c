@@ -1,0 +1,146 @@
+#include "jsonl.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void dsec_jsonl_reader_init(struct dsec_jsonl_reader *r, FILE *f, const char *name,
+			    size_t max_line)
+{
+	const char *env = getenv("DSEC_MAX_LINE");
+
+	memset(r, 0, sizeof(*r));
+	r->f = f;
+	r->name = name ? name : "<stdin>";
+	if (!max_line && env && *env)
+		max_line = strtoul(env, NULL, 10);
+	r->max_line = max_line ? max_line : DSEC_JSONL_MAX_LINE_DEFAULT;
+}
+
+void dsec_jsonl_reader_free(struct dsec_jsonl_reader *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+	r->cap = 0;
+}
+
+/* Read one line into r->buf without ever holding more than max_line bytes. Returns the length,
+ * -1 at EOF with nothing read, -2 when the line was too long (consumed), -3 on a read error. */
+static long read_line(struct dsec_jsonl_reader *r, int *has_nul)
+{
+	size_t len = 0;
+	int c, toolong = 0;
+
+	*has_nul = 0;
+	while ((c = getc_unlocked(r->f)) != EOF) {
+		if (c == '\n')
+			break;
+		if (toolong)
+			continue;
+		if (c == '\0')
+			*has_nul = 1;
+		if (len + 1 >= r->cap) {
+			size_t ncap = r->cap ? r->cap * 2 : 4096;
+			char *nb;
+
+			if (ncap > r->max_line + 1)
+				ncap = r->max_line + 1;
+			if (len + 1 >= ncap) {
+				toolong = 1;
+				continue;
+			}
+			nb = realloc(r->buf, ncap);
+			if (!nb)
+				return -3;
+			r->buf = nb;
+			r->cap = ncap;
+		}
+		r->buf[len++] = (char)c;
+	}
+	if (c == EOF && ferror(r->f))
+		return -3;
+	if (c == EOF && len == 0 && !toolong)
+		return -1;
+	r->line++;
+	if (toolong)
+		return -2;
+	r->buf[len] = '\0';
+	return (long)len;
+}
+
+int dsec_jsonl_next(struct dsec_jsonl_reader *r, json_t **out, struct dsec_err *err)
+{
+	for (;;) {
+		json_error_t jerr;
+		json_t *v;
+		int has_nul;
+		long len = read_line(r, &has_nul);
+		const char *p;
+
+		if (len == -1)
+			return 0;
+		if (len == -3)
+			return dsec_err_sys(err, "%s:%lu: read", r->name, r->line + 1);
+		if (len == -2)
+			return dsec_err_set(err, E2BIG, "%s:%lu: line longer than %zu bytes", r->name,
+					    r->line, r->max_line);
+		if (has_nul)
+			return dsec_err_set(err, EINVAL, "%s:%lu: NUL byte in line", r->name, r->line);
+		for (p = r->buf; *p == ' ' || *p == '\t' || *p == '\r'; p++)
+			;
+		if (!*p)
+			continue;
+		v = json_loadb(r->buf, (size_t)len, JSON_REJECT_DUPLICATES, &jerr);
+		if (!v)
+			return dsec_err_set(err, EINVAL, "%s:%lu: invalid JSON: %s", r->name, r->line,
+					    jerr.text);
+		if (!json_is_object(v)) {
+			json_decref(v);
+			return dsec_err_set(err, EINVAL, "%s:%lu: record is not a JSON object", r->name,
+					    r->line);
+		}
+		*out = v;
+		return 1;
+	}
+}
+
+int dsec_jsonl_emit(json_t *rec, struct dsec_err *err)
+{
+	char *s = json_dumps(rec, JSON_COMPACT);
+
+	if (!s)
+		return dsec_err_set(err, ENOMEM, "encode record");
+	if (fputs(s, stdout) == EOF || putchar('\n') == EOF || fflush(stdout) == EOF) {
+		free(s);
+		return dsec_err_sys(err, "write to stdout");
+	}
+	free(s);
+	return 0;
+}
+
+json_t *dsec_jsonl_set_error(json_t *rec, const struct dsec_err *err, const char *tool)
+{
+	json_object_set_new(rec, "error", dsec_err_json(err, tool));
+	return rec;
+}
+
+json_t *dsec_jsonl_error_record(const struct dsec_err *err, const char *tool)
+{
+	return dsec_jsonl_set_error(json_object(), err, tool);
+}
+
+void dsec_jsonl_init_output(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+}
+
+int dsec_close_stdout(void)
+{
+	int bad = ferror(stdout);
+
+	if (fclose(stdout) != 0 && errno != EBADF)
+		bad = 1;
+	return bad ? -1 : 0;
+}

@@ -1,0 +1,399 @@
+#include "state.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int absolutize(char *dst, const char *src, struct dsec_err *err)
+{
+	char cwd[PATH_MAX];
+
+	if (!*src)
+		return dsec_err_set(err, EINVAL, "empty directory name");
+	if (src[0] == '/') {
+		if (strlen(src) >= PATH_MAX - 64)
+			return dsec_err_set(err, ENAMETOOLONG, "'%s': path too long", src);
+		strcpy(dst, src);
+	} else {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return dsec_err_sys(err, "getcwd");
+		if (strlen(cwd) + strlen(src) + 2 >= PATH_MAX - 64)
+			return dsec_err_set(err, ENAMETOOLONG, "'%s': path too long", src);
+		snprintf(dst, PATH_MAX, "%s/%s", cwd, src);
+	}
+	/* strip trailing slashes */
+	for (size_t n = strlen(dst); n > 1 && dst[n - 1] == '/'; n--)
+		dst[n - 1] = '\0';
+	return 0;
+}
+
+int dsec_paths_init(struct dsec_paths *p, const char *root_opt, const char *run_opt,
+		    struct dsec_err *err)
+{
+	const char *root = root_opt, *run = run_opt;
+
+	if (!root)
+		root = getenv("DSEC_ROOT");
+	if (!root || !*root)
+		root = DSEC_ROOT_DEFAULT;
+	if (!run)
+		run = getenv("DSEC_RUN");
+	if (!run || !*run)
+		run = DSEC_RUN_DEFAULT;
+	if (absolutize(p->root, root, err) < 0)
+		return dsec_err_wrap(err, "--root");
+	if (absolutize(p->run, run, err) < 0)
+		return dsec_err_wrap(err, "--run");
+	return 0;
+}
+
+int dsec_mkdir_p(const char *path, mode_t mode, struct dsec_err *err)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return dsec_err_set(err, ENAMETOOLONG, "'%s': path too long", path);
+	memcpy(buf, path, n + 1);
+	for (char *s = buf + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char c = *s;
+
+			*s = '\0';
+			if (mkdir(buf, mode) < 0 && errno != EEXIST)
+				return dsec_err_sys(err, "mkdir '%s'", buf);
+			*s = c;
+			if (!c)
+				break;
+		}
+	}
+	return 0;
+}
+
+int dsec_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+		      int durable, struct dsec_err *err)
+{
+	char tmp[PATH_MAX];
+	const char *p = data;
+	int fd;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", name, (int)getpid()) >= (int)sizeof(tmp))
+		return dsec_err_set(err, ENAMETOOLONG, "'%s': name too long", name);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return dsec_err_sys(err, "create '%s'", tmp);
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			dsec_err_sys(err, "write '%s'", tmp);
+			goto fail;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	if (durable && fsync(fd) < 0) {
+		dsec_err_sys(err, "fsync '%s'", tmp);
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		dsec_err_sys(err, "close '%s'", tmp);
+		goto fail;
+	}
+	fd = -1;
+	if (renameat(dirfd, tmp, dirfd, name) < 0) {
+		dsec_err_sys(err, "rename '%s'", name);
+		goto fail;
+	}
+	if (durable && dirfd != AT_FDCWD)
+		fsync(dirfd);
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlinkat(dirfd, tmp, 0);
+	return -1;
+}
+
+ssize_t dsec_read_file(int dirfd, const char *name, size_t max, char **out, struct dsec_err *err)
+{
+	size_t cap = 4096, len = 0;
+	char *buf;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return dsec_err_sys(err, "open '%s'", name);
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return dsec_err_set(err, ENOMEM, "read '%s': out of memory", name);
+	}
+	for (;;) {
+		ssize_t r;
+
+		if (len + 1 >= cap) {
+			char *nb;
+
+			if (cap > max) {
+				free(buf);
+				close(fd);
+				return dsec_err_set(err, EFBIG, "'%s': larger than %zu bytes", name, max);
+			}
+			cap *= 2;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return dsec_err_set(err, ENOMEM, "read '%s': out of memory", name);
+			}
+			buf = nb;
+		}
+		r = read(fd, buf + len, cap - len - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			dsec_err_sys(err, "read '%s'", name);
+			free(buf);
+			close(fd);
+			return -1;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	if (len > max) {
+		free(buf);
+		return dsec_err_set(err, EFBIG, "'%s': larger than %zu bytes", name, max);
+	}
+	buf[len] = '\0';
+	*out = buf;
+	return (ssize_t)len;
+}
+
+int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int op = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
+
+	if (fd < 0)
+		return dsec_err_sys(err, "open lock '%s'", path);
+	while (flock(fd, op) < 0) {
+		if (errno == EINTR)
+			continue;
+		dsec_err_sys(err, "lock '%s'", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int rmtree_fd(int pfd, const char *name, dev_t dev, int depth, struct dsec_err *err)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *de;
+	int fd, rc = 0;
+
+	if (depth > 4096)
+		return dsec_err_set(err, ELOOP, "'%s': tree too deep", name);
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return dsec_err_sys(err, "stat '%s'", name);
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(pfd, name, 0) < 0 && errno != ENOENT)
+			return dsec_err_sys(err, "unlink '%s'", name);
+		return 0;
+	}
+	if (dev && st.st_dev != dev)
+		return dsec_err_set(err, EBUSY, "'%s': is a mount point", name);
+	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return dsec_err_sys(err, "open '%s'", name);
+	/* a directory without write or search permission (from an archive) cannot be emptied */
+	if ((st.st_mode & 0700) != 0700)
+		fchmod(fd, (st.st_mode & 07777) | 0700);
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return dsec_err_sys(err, "opendir '%s'", name);
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (rmtree_fd(dirfd(d), de->d_name, st.st_dev, depth + 1, err) < 0) {
+			rc = -1;
+			break;
+		}
+	}
+	closedir(d);
+	if (rc < 0)
+		return rc;
+	if (unlinkat(pfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return dsec_err_sys(err, "rmdir '%s'", name);
+	return 0;
+}
+
+int dsec_rmtree_at(int dirfd, const char *name, struct dsec_err *err)
+{
+	return rmtree_fd(dirfd, name, 0, 0, err);
+}
+
+int dsec_rmtree(const char *path, struct dsec_err *err)
+{
+	return rmtree_fd(AT_FDCWD, path, 0, 0, err);
+}
+
+int dsec_parse_size(const char *s, uint64_t max, uint64_t *out, const char *what,
+		    struct dsec_err *err)
+{
+	char *end;
+	double v;
+	uint64_t mul = 1;
+
+	if (!s || !*s || isspace((unsigned char)*s) || *s == '-')
+		goto bad;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v < 0)
+		goto bad;
+	switch (toupper((unsigned char)*end)) {
+	case '\0':
+		break;
+	case 'B':
+		end++;
+		break;
+	case 'K':
+		mul = 1ULL << 10;
+		end++;
+		break;
+	case 'M':
+		mul = 1ULL << 20;
+		end++;
+		break;
+	case 'G':
+		mul = 1ULL << 30;
+		end++;
+		break;
+	case 'T':
+		mul = 1ULL << 40;
+		end++;
+		break;
+	default:
+		goto bad;
+	}
+	if (mul > 1 && (!strcasecmp(end, "ib") || !strcasecmp(end, "b")))
+		end += strlen(end);
+	if (*end)
+		goto bad;
+	v *= (double)mul;
+	if (v > (double)max)
+		return dsec_err_set(err, ERANGE, "%s '%s': larger than %llu bytes", what, s,
+				    (unsigned long long)max);
+	*out = (uint64_t)v;
+	return 0;
+bad:
+	return dsec_err_set(err, EINVAL, "%s '%s': not a size (like 512M, 2G)", what, s ? s : "");
+}
+
+int dsec_parse_duration(const char *s, uint64_t max_us, uint64_t *out_us, const char *what,
+			struct dsec_err *err)
+{
+	char *end;
+	double v, mul = 1e6;
+
+	if (!s || !*s || isspace((unsigned char)*s) || *s == '-')
+		goto bad;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v < 0)
+		goto bad;
+	if (!*end || !strcmp(end, "s"))
+		mul = 1e6;
+	else if (!strcmp(end, "ms"))
+		mul = 1e3;
+	else if (!strcmp(end, "us"))
+		mul = 1;
+	else if (!strcmp(end, "m"))
+		mul = 60e6;
+	else if (!strcmp(end, "h"))
+		mul = 3600e6;
+	else if (!strcmp(end, "d"))
+		mul = 86400e6;
+	else
+		goto bad;
+	v *= mul;
+	if (v > (double)max_us)
+		return dsec_err_set(err, ERANGE, "%s '%s': too long", what, s);
+	*out_us = (uint64_t)v;
+	return 0;
+bad:
+	return dsec_err_set(err, EINVAL, "%s '%s': not a duration (like 500ms, 30s, 1h)", what,
+			    s ? s : "");
+}
+
+int dsec_parse_count(const char *s, long long min, long long max, long long *out, const char *what,
+		     struct dsec_err *err)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || isspace((unsigned char)*s))
+		goto bad;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno == ERANGE || (v < min || v > max))
+		return dsec_err_set(err, ERANGE, "%s '%s': out of range %lld..%lld", what, s, min,
+				    max);
+	if (errno || *end)
+		goto bad;
+	*out = v;
+	return 0;
+bad:
+	return dsec_err_set(err, EINVAL, "%s '%s': not a number", what, s ? s : "");
+}
+
+uint64_t dsec_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t dsec_wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+const char *dsec_node(void)
+{
+	static char name[256];
+	const char *env;
+
+	if (name[0])
+		return name;
+	env = getenv("DSEC_NODE");
+	if (env && *env)
+		snprintf(name, sizeof(name), "%s", env);
+	else if (gethostname(name, sizeof(name) - 1) < 0 || !name[0])
+		strcpy(name, "localhost");
+	return name;
+}

@@ -1,0 +1,64 @@
+/* State directories, locks and atomic files. No daemon: everything dsec knows is in files under
+ * the root (layers, images; persistent) and the run dir (sandboxes, pools; gone at reboot). */
+#ifndef DSEC_STATE_H
+#define DSEC_STATE_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+#define DSEC_ROOT_DEFAULT "/var/lib/dsec"
+#define DSEC_RUN_DEFAULT "/run/dsec"
+
+struct dsec_paths {
+	char root[PATH_MAX]; /* --root, $DSEC_ROOT, /var/lib/dsec */
+	char run[PATH_MAX];  /* --run, $DSEC_RUN, /run/dsec */
+};
+
+/* Resolve root and run from the options (NULL when not given), then the environment, then the
+ * defaults; made absolute. Creates nothing. Returns 0 or -1. */
+int dsec_paths_init(struct dsec_paths *p, const char *root_opt, const char *run_opt,
+		    struct dsec_err *err);
+
+/* mkdir -p with mode for every component made. 0 or -1. */
+int dsec_mkdir_p(const char *path, mode_t mode, struct dsec_err *err);
+
+/* Write data to dir/name through a temporary file, fsync when durable, and rename over name,
+ * so readers see the old content or the new, never a part. dirfd may be AT_FDCWD. 0 or -1. */
+int dsec_write_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+		      int durable, struct dsec_err *err);
+
+/* Read a whole small file (at most max bytes) into a new NUL-terminated buffer. Caller frees.
+ * Does not follow a symlink in the last component. Returns length or -1. */
+ssize_t dsec_read_file(int dirfd, const char *name, size_t max, char **out, struct dsec_err *err);
+
+/* Take an flock on path (created 0600 when missing). wait: block; else fail with EWOULDBLOCK.
+ * exclusive: LOCK_EX, else LOCK_SH. Returns the fd holding the lock (close it to release) or -1. */
+int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err);
+
+/* Remove a tree below dirfd without following any symlink; tolerant of ENOENT. Does not cross
+ * into other mounts (fails with EBUSY). 0 or -1. */
+int dsec_rmtree_at(int dirfd, const char *name, struct dsec_err *err);
+int dsec_rmtree(const char *path, struct dsec_err *err);
+
+/* Parse "512", "64K", "1.5G", "2GiB", "1M"; bounded by max. 0 or -1 with a message naming what. */
+int dsec_parse_size(const char *s, uint64_t max, uint64_t *out, const char *what,
+		    struct dsec_err *err);
+/* Parse "250ms", "30s", "5m", "1h", "2d", "1.5s"; a bare number is seconds. Microseconds. */
+int dsec_parse_duration(const char *s, uint64_t max_us, uint64_t *out_us, const char *what,
+			struct dsec_err *err);
+/* Parse a whole decimal number in [min, max]. */
+int dsec_parse_count(const char *s, long long min, long long max, long long *out, const char *what,
+		     struct dsec_err *err);
+
+/* Monotonic and wall clocks in microseconds. */
+uint64_t dsec_now_us(void);
+uint64_t dsec_wall_us(void);
+
+/* This node's name (hostname, or $DSEC_NODE). Static storage. */
+const char *dsec_node(void);
+
+#endif

@@ -1,0 +1,96 @@
+# Shared by every bats file: a private state dir per test, JSON assertions, must-fail.
+# shellcheck shell=bash
+
+TOP=${DSEC_TEST_TOP:-$(cd "$BATS_TEST_DIRNAME/.." && pwd)}
+export PATH="$TOP/build:$PATH"
+PROBE="$TOP/build/tests/probe"
+# Images built once per run of the suite and shared read-only by the tests (see images_dir).
+DSEC_TEST_CACHE=${DSEC_TEST_CACHE:-$TOP/build/test-cache}
+
+# Each test gets its own root and run dir, so tests never see each other's state.
+dsec_setup() {
+	TESTDIR=$(mktemp -d /tmp/dsec-t.XXXXXX)
+	export DSEC_ROOT="$TESTDIR/root" DSEC_RUN="$TESTDIR/run"
+	mkdir -p "$DSEC_ROOT" "$DSEC_RUN"
+}
+
+# Reap whatever the test left, then remove the dir. Runs also when the test failed.
+dsec_teardown() {
+	[ -n "${TESTDIR:-}" ] && [ -d "$TESTDIR" ] || return 0
+	if command -v dsec-reap >/dev/null && [ -d "$DSEC_RUN" ]; then
+		timeout 60 dsec-reap -q --all >/dev/null 2>&1 || true
+	fi
+	# unmount anything of ours still mounted under the test dir, deepest first
+	local m
+	while read -r m; do
+		umount -l "$m" 2>/dev/null || true
+	done < <(awk -v d="$TESTDIR" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
+	rm -rf "$TESTDIR"
+}
+
+setup() { dsec_setup; }
+teardown() { dsec_teardown; }
+
+# Run a command that must fail cleanly: non-zero, but not a crash (exit > 128 is a signal).
+must_fail() {
+	run "$@"
+	if [ "$status" -eq 0 ]; then
+		echo "expected failure, got success: $*" >&2
+		echo "$output" >&2
+		return 1
+	fi
+	if [ "$status" -gt 128 ]; then
+		echo "crashed with status $status: $*" >&2
+		echo "$output" >&2
+		return 1
+	fi
+}
+
+# json_is JSON FILTER EXPECTED: jq -r FILTER on JSON must print EXPECTED.
+json_is() {
+	local got
+	got=$(printf '%s\n' "$1" | jq -r "$2") || {
+		echo "not JSON or bad filter '$2': $1" >&2
+		return 1
+	}
+	if [ "$got" != "$3" ]; then
+		echo "jq '$2': expected '$3', got '$got'" >&2
+		echo "in: $1" >&2
+		return 1
+	fi
+}
+
+# json_has JSON FILTER: jq -e FILTER on JSON must be true.
+json_has() {
+	printf '%s\n' "$1" | jq -e "$2" >/dev/null || {
+		echo "jq -e '$2' is false on: $1" >&2
+		return 1
+	}
+}
+
+# Lines of output that are JSON records (stdout), regardless of what stderr added.
+records() {
+	printf '%s\n' "$output" | grep '^{' || true
+}
+
+# A busybox rootfs tree (static busybox + applet links) made once per suite run.
+busybox_tree() {
+	local d="$DSEC_TEST_CACHE/busybox-tree"
+	if [ ! -x "$d/bin/busybox" ]; then
+		mkdir -p "$DSEC_TEST_CACHE"
+		local tmp
+		tmp=$(mktemp -d "$DSEC_TEST_CACHE/tree.XXXXXX")
+		mkdir -p "$tmp/bin" "$tmp/etc" "$tmp/tmp" "$tmp/root" "$tmp/proc" "$tmp/dev" "$tmp/sys"
+		cp /bin/busybox "$tmp/bin/busybox"
+		local a
+		for a in $(/bin/busybox --list); do
+			[ "$a" = busybox ] || ln -s busybox "$tmp/bin/$a"
+		done
+		echo 'root:x:0:0:root:/root:/bin/sh' >"$tmp/etc/passwd"
+		echo 'root:x:0:' >"$tmp/etc/group"
+		chmod 1777 "$tmp/tmp"
+		rm -rf "$d"
+		mv "$tmp" "$d" 2>/dev/null || rm -rf "$tmp"
+	fi
+	echo "$d"
+}
