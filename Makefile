@@ -56,8 +56,10 @@ bench: all
 	./scripts/bench
 
 lint: all
-	clang-format --dry-run --Werror cmd/*.c libcommon/*.c libcommon/*.h tests/unit/*.c tests/unit/*.h tests/probe.c
-	shellcheck -x scripts/deps.sh scripts/mkimage scripts/demo scripts/bench tests/run .ci/run
+	clang-format --dry-run --Werror $(wildcard cmd/*.c libcommon/*.c libcommon/*.h \
+		tests/unit/*.c tests/unit/*.h tests/probe.c)
+	shellcheck -x $(wildcard scripts/deps.sh scripts/mkimage scripts/demo scripts/bench) \
+		tests/run .ci/run
 	shellcheck -x -s bash tests/helpers.bash
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -Ilibcommon -D_GNU_SOURCE cmd libcommon
