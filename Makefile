@@ -41,11 +41,22 @@ $(B)/tests/probe: tests/probe.c | $(B)/tests
 $(B)/lib $(B)/tests:
 	mkdir -p $@
 
+# libFuzzer harnesses (clang), one per input parser; `make check` runs each for a bounded time.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZ := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -Ilibcommon
+
+fuzz: $(FUZZ)
+
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libcommon/*.h)
+	@mkdir -p $(B)/fuzz
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+
 deps:
 	./scripts/deps.sh
 
 check: deps
-	$(MAKE) all
+	$(MAKE) all fuzz
 	./tests/run
 
 demo: deps
@@ -56,7 +67,7 @@ bench: all
 	./scripts/bench
 
 lint: all
-	clang-format --dry-run --Werror $(wildcard cmd/*.c libcommon/*.c libcommon/*.h \
+	clang-format --dry-run --Werror $(wildcard cmd/*.c libcommon/*.c libcommon/*.h tests/fuzz/*.c \
 		tests/unit/*.c tests/unit/*.h tests/probe.c)
 	shellcheck -x $(wildcard scripts/deps.sh scripts/mkimage scripts/demo scripts/bench) \
 		tests/run .ci/run
@@ -74,4 +85,4 @@ install: all
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps check demo bench lint install clean
+.PHONY: all deps check demo bench lint install clean fuzz
