@@ -707,8 +707,30 @@ static int build(json_t *root, struct dsec_seccomp **out, struct dsec_err *err)
 	return rc;
 }
 
+/* Messages quote names from the profile: keep them one printable line. Returns -1. */
+static int one_line(struct dsec_err *err)
+{
+	char *p;
+
+	if (!err)
+		return -1;
+	for (p = err->msg; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return -1;
+}
+
+static int prepare_buf(const char *buf, size_t len, const char *source, struct dsec_seccomp **out,
+		       struct dsec_err *err);
+
 int dsec_seccomp_prepare_buf(const char *buf, size_t len, const char *source,
 			     struct dsec_seccomp **out, struct dsec_err *err)
+{
+	return prepare_buf(buf, len, source, out, err) < 0 ? one_line(err) : 0;
+}
+
+static int prepare_buf(const char *buf, size_t len, const char *source, struct dsec_seccomp **out,
+		       struct dsec_err *err)
 {
 	json_error_t je;
 	json_t *root;
@@ -738,7 +760,7 @@ int dsec_seccomp_prepare(const char *path, struct dsec_seccomp **out, struct dse
 						 : 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
-		return dsec_err_sys(err, "seccomp profile '%s'", path);
+		return dsec_err_sys(err, "seccomp profile '%s'", path), one_line(err);
 	if (fstat(fd, &st) < 0) {
 		dsec_err_sys(err, "seccomp profile '%s'", path);
 		close(fd);
@@ -763,9 +785,9 @@ int dsec_seccomp_prepare(const char *path, struct dsec_seccomp **out, struct dse
 		return -1;
 	}
 	close(fd);
-	rc = dsec_seccomp_prepare_buf(buf, (size_t)n, path, out, err);
+	rc = prepare_buf(buf, (size_t)n, path, out, err);
 	free(buf);
-	return rc;
+	return rc < 0 ? one_line(err) : 0;
 }
 
 int dsec_seccomp_apply(const struct dsec_seccomp *sc, struct dsec_err *err)
