@@ -250,6 +250,11 @@ static int add(struct build *b, uint32_t action, const char *name, unsigned n,
 	rc = seccomp_rule_add_array(b->ctx, action, nr, n, args);
 	if (rc == -EACCES && action == b->def) /* the default already: nothing to add */
 		return 0;
+	if (rc == -EFAULT && seccomp_syscall_resolve_name(name) == __NR_SCMP_ERROR)
+		return dsec_err_set(err, EINVAL,
+				    "%s%s'%s': newer than this libseccomp, usable for the native "
+				    "architecture only",
+				    where ? where : "", where ? ": " : "", name);
 	if (rc == -EINVAL && n > 1)
 		return dsec_err_set(err, EINVAL,
 				    "%s%s'%s': each argument may be compared once per rule",

@@ -874,6 +874,9 @@ static void bad_profiles(void)
 	     "\"value\":9}]}]}",
 	     "rules[1].names[0]: 'read': conflicts with an earlier rule"},
 	    {"{\"base\":\"default\",\"default\":\"allow\"}", "come from the base profile"},
+	    {"{\"default\":\"allow\",\"arches\":[\"x86\"],\"rules\":[{\"names\":[\"mseal\"],"
+	     "\"action\":\"errno\"}]}",
+	     "'mseal': newer than this libseccomp, usable for the native architecture only"},
 	    {"{\"base\":\"other\"}", "base: must be \"default\" or \"none\""},
 	    {"{\"default\":\"allow\",\"arches\":[\"vax\"]}", "arches[0]: unknown architecture"},
 	    {"{\"default\":\"allow\",\"rules\":[{\"names\":[\"read\"],\"action\":\"allow\","
