@@ -29,14 +29,10 @@ struct dsec_seccomp {
 #define MAX_NAME 64
 #define MAX_TOTAL_NAMES 4096
 
-/* Every namespace flag: clone and unshare may not make a namespace. CLONE_NEWTIME (0x80) is
- * only a namespace flag for unshare: in clone's flags those bits hold the exit signal. */
+/* Every namespace flag clone takes (CLONE_NEWTIME's bit is the exit signal's there). */
 #define NS_FLAGS                                                                                   \
 	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |             \
 	 CLONE_NEWPID | CLONE_NEWNET)
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x80
-#endif
 
 /* What a sandbox may call. Everything else fails with EPERM: among others (dsec-seccomp(5) has
  * the full list and the reasons) kernel modules, kexec, reboot, swap, accounting, clock and time
@@ -68,7 +64,8 @@ static const char *const allowed[] = {
     "munlock", "mlockall", "munlockall", "memfd_create", "memfd_secret", "pkey_alloc", "pkey_free",
     "pkey_mprotect", "membarrier", "remap_file_pages", "map_shadow_stack", "mseal", "cachestat",
     "process_mrelease",
-    /* processes (clone, unshare, personality: see default_rules) */
+    /* processes (clone, personality: see default_rules; unshare and setns stay denied, as in
+     * Docker's profile) */
     "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid", "kill", "tkill",
     "tgkill", "getpid", "getppid", "gettid", "getpgid", "setpgid", "getpgrp", "getsid", "setsid",
     "set_tid_address", "set_robust_list", "get_robust_list", "rseq", "arch_prctl",
@@ -321,9 +318,6 @@ static int default_rules(struct build *b, struct dsec_err *err)
 	a = SCMP_A0(SCMP_CMP_MASKED_EQ, NS_FLAGS, 0);
 	if (add(b, SCMP_ACT_ALLOW, "clone", 1, &a, NULL, err) < 0 ||
 	    add(b, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, NULL, err) < 0)
-		return -1;
-	a = SCMP_A0(SCMP_CMP_MASKED_EQ, NS_FLAGS | CLONE_NEWTIME, 0);
-	if (add(b, SCMP_ACT_ALLOW, "unshare", 1, &a, NULL, err) < 0)
 		return -1;
 	/* The kernel reads ioctl's command, personality's persona and socket's family as 32-bit:
 	 * compare only those bits, so setting the upper half slips past nothing. TIOCSTI pushes
