@@ -808,6 +808,11 @@ size_t dsec_seccomp_insns(const struct dsec_seccomp *sc)
 	return sc ? sc->prog.len : 0;
 }
 
+const struct sock_fprog *dsec_seccomp_prog(const struct dsec_seccomp *sc)
+{
+	return sc ? &sc->prog : NULL;
+}
+
 void dsec_seccomp_free(struct dsec_seccomp *sc)
 {
 	if (!sc)

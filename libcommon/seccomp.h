@@ -38,6 +38,11 @@ int dsec_seccomp_apply(const struct dsec_seccomp *sc, struct dsec_err *err);
 /* Number of BPF instructions in the compiled filter (for -v and the tests). */
 size_t dsec_seccomp_insns(const struct dsec_seccomp *sc);
 
+/* The compiled program itself (for the tests, which run it through a BPF interpreter over
+ * every ABI and argument edge case). Owned by sc. */
+struct sock_fprog;
+const struct sock_fprog *dsec_seccomp_prog(const struct dsec_seccomp *sc);
+
 /* Free an object from dsec_seccomp_prepare; NULL is fine. */
 void dsec_seccomp_free(struct dsec_seccomp *sc);
 

@@ -27,6 +27,7 @@
 #include <sys/syscall.h>
 #include <sys/timex.h>
 #include <sys/wait.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
@@ -39,6 +40,9 @@
 #include "state.h"
 #include "tap.h"
 
+#define NS_FLAGS_TEST                                                                              \
+	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |             \
+	 CLONE_NEWPID | CLONE_NEWNET)
 #define NOPATH "/nonexistent-dsec-seccomp-probe"
 
 static int pty = -1; /* the probe child's own pty (master side, then slave) */
@@ -994,6 +998,177 @@ static void timing(const struct dsec_seccomp *sc, const struct dsec_caps *caps)
 	   "filter apply costs about the kernel's fixed cost (%ld us, trivial %ld us)", ours, base);
 }
 
+/* A classic-BPF interpreter for what libseccomp emits, to run the compiled default filter over
+ * cases the kernel here cannot show (the i386 ABI when its emulation is off) and over many
+ * argument values. Returns the filter's verdict, or 0xdeadbeef for anything unexpected. */
+static uint32_t run_bpf(const struct sock_fprog *p, const struct seccomp_data *d)
+{
+	uint32_t A = 0, X = 0, M[BPF_MEMWORDS] = {0};
+	unsigned pc;
+
+	for (pc = 0; pc < p->len; pc++) {
+		const struct sock_filter *f = &p->filter[pc];
+
+		switch (f->code) {
+		case BPF_LD | BPF_W | BPF_ABS:
+			if (f->k > sizeof(*d) - 4 || f->k % 4)
+				return 0xdeadbeef;
+			memcpy(&A, (const char *)d + f->k, 4);
+			break;
+		case BPF_LD | BPF_IMM:
+			A = f->k;
+			break;
+		case BPF_LDX | BPF_IMM:
+			X = f->k;
+			break;
+		case BPF_LD | BPF_MEM:
+			A = M[f->k % BPF_MEMWORDS];
+			break;
+		case BPF_LDX | BPF_MEM:
+			X = M[f->k % BPF_MEMWORDS];
+			break;
+		case BPF_ST:
+			M[f->k % BPF_MEMWORDS] = A;
+			break;
+		case BPF_STX:
+			M[f->k % BPF_MEMWORDS] = X;
+			break;
+		case BPF_ALU | BPF_AND | BPF_K:
+			A &= f->k;
+			break;
+		case BPF_ALU | BPF_AND | BPF_X:
+			A &= X;
+			break;
+		case BPF_ALU | BPF_OR | BPF_K:
+			A |= f->k;
+			break;
+		case BPF_MISC | BPF_TAX:
+			X = A;
+			break;
+		case BPF_MISC | BPF_TXA:
+			A = X;
+			break;
+		case BPF_JMP | BPF_JA:
+			pc += f->k;
+			break;
+		case BPF_JMP | BPF_JEQ | BPF_K:
+			pc += A == f->k ? f->jt : f->jf;
+			break;
+		case BPF_JMP | BPF_JGT | BPF_K:
+			pc += A > f->k ? f->jt : f->jf;
+			break;
+		case BPF_JMP | BPF_JGE | BPF_K:
+			pc += A >= f->k ? f->jt : f->jf;
+			break;
+		case BPF_JMP | BPF_JSET | BPF_K:
+			pc += A & f->k ? f->jt : f->jf;
+			break;
+		case BPF_JMP | BPF_JEQ | BPF_X:
+			pc += A == X ? f->jt : f->jf;
+			break;
+		case BPF_JMP | BPF_JGT | BPF_X:
+			pc += A > X ? f->jt : f->jf;
+			break;
+		case BPF_JMP | BPF_JGE | BPF_X:
+			pc += A >= X ? f->jt : f->jf;
+			break;
+		case BPF_RET | BPF_K:
+			return f->k;
+		case BPF_RET | BPF_A:
+			return A;
+		default:
+			return 0xdeadbeef;
+		}
+	}
+	return 0xdeadbeef;
+}
+
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static uint32_t verdict(const struct sock_fprog *p, uint32_t arch, int nr, uint64_t a0, uint64_t a1)
+{
+	struct seccomp_data d = {.nr = nr, .arch = arch, .args = {a0, a1}};
+
+	return run_bpf(p, &d);
+}
+
+#define ALLOW SECCOMP_RET_ALLOW
+#define EPERM_RET (SECCOMP_RET_ERRNO | EPERM)
+
+/* The default filter through the interpreter: ABIs, and argument checks against their
+ * definition over edge cases and 200000 random values each. */
+static void bpf_properties(const struct dsec_seccomp *sc)
+{
+	const struct sock_fprog *p = dsec_seccomp_prog(sc);
+	const uint32_t X64 = AUDIT_ARCH_X86_64;
+	static const uint32_t fam_ok[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
+	static const uint32_t pers_ok[] = {0, 8, 0x20000, 0x20008, 0xffffffff};
+	int bad_ioctl = 0, bad_clone = 0, bad_socket = 0, bad_pers = 0, i, j;
+	uint64_t v;
+	uint32_t lo, want;
+
+	ok(verdict(p, X64, SYS_getpid, 0, 0) == ALLOW, "bpf: x86_64 getpid allowed");
+	ok(verdict(p, X64, SYS_keyctl, 0, 0) == EPERM_RET, "bpf: x86_64 keyctl EPERM");
+	ok(verdict(p, X64, SYS_clone3, 0, 0) == (SECCOMP_RET_ERRNO | ENOSYS), "bpf: clone3 ENOSYS");
+	ok(verdict(p, X64, 1000, 0, 0) == EPERM_RET, "bpf: unknown number EPERM");
+	ok(verdict(p, AUDIT_ARCH_I386, 20 /* getpid */, 0, 0) == EPERM_RET,
+	   "bpf: i386 ABI getpid EPERM (the whole ABI is denied)");
+	ok(verdict(p, AUDIT_ARCH_I386, 288 /* keyctl */, 0, 0) == EPERM_RET,
+	   "bpf: i386 keyctl EPERM");
+	ok(verdict(p, X64, 0x40000000 | SYS_getpid, 0, 0) == EPERM_RET,
+	   "bpf: x32 ABI getpid EPERM (the whole ABI is denied)");
+	ok(verdict(p, AUDIT_ARCH_AARCH64, SYS_getpid, 0, 0) == EPERM_RET, "bpf: other arch EPERM");
+	for (i = 0; i < 200000; i++) {
+		/* ioctl: around TIOCSTI/TIOCLINUX (a few bits flipped), and anything */
+		v = i % 2 ? rnd()
+			  : ((rnd() & 0xffffffff00000000ULL) | (TIOCSTI ^ (rnd() & rnd() & 0xff)));
+		if (i < 6)
+			v = (uint64_t[]){TIOCSTI,
+					 TIOCLINUX,
+					 (1ULL << 32) | TIOCSTI,
+					 0xffffffff00000000ULL | TIOCLINUX,
+					 TIOCSWINSZ,
+					 0x5410}[i];
+		lo = (uint32_t)v;
+		want = lo == TIOCSTI || lo == TIOCLINUX ? EPERM_RET : ALLOW;
+		bad_ioctl += verdict(p, X64, SYS_ioctl, 3, v) != want;
+		/* clone: namespace flags anywhere among random flags */
+		v = rnd() & (i % 2 ? ~0ULL : ~(uint64_t)NS_FLAGS_TEST);
+		want = v & NS_FLAGS_TEST ? EPERM_RET : ALLOW;
+		bad_clone += verdict(p, X64, SYS_clone, v, 0) != want;
+		/* socket: small families, with and without upper bits */
+		v = (rnd() % 48) | (i % 3 ? 0 : rnd() << 32);
+		for (want = EPERM_RET, j = 0; j < 4; j++)
+			if ((uint32_t)v == fam_ok[j])
+				want = ALLOW;
+		bad_socket += verdict(p, X64, SYS_socket, v, 0) != want;
+		/* personality */
+		v = i % 2 ? rnd() : (rnd() << 32) | pers_ok[i % 5];
+		for (want = EPERM_RET, j = 0; j < 5; j++)
+			if ((uint32_t)v == pers_ok[j])
+				want = ALLOW;
+		bad_pers += verdict(p, X64, SYS_personality, v, 0) != want;
+	}
+	ok(bad_ioctl == 0,
+	   "bpf: ioctl denied exactly when the low 32 bits are TIOCSTI or TIOCLINUX "
+	   "(%d wrong)",
+	   bad_ioctl);
+	ok(bad_clone == 0, "bpf: clone denied exactly when a namespace flag is set (%d wrong)",
+	   bad_clone);
+	ok(bad_socket == 0, "bpf: socket allowed exactly for unix, inet, inet6, netlink (%d wrong)",
+	   bad_socket);
+	ok(bad_pers == 0, "bpf: personality allowed exactly for the safe values (%d wrong)",
+	   bad_pers);
+}
+
 int main(int argc, char **argv)
 {
 	struct dsec_seccomp *sc = NULL;
@@ -1046,6 +1221,7 @@ int main(int argc, char **argv)
 		fails += probes[i].want && res[M_CONTROL].rc[i] == probes[i].want &&
 			 (have_ia32 || probes[i].fn != p_i386_getpid);
 	ok(fails == 0, "every denial probe answers differently without the filter");
+	bpf_properties(sc);
 	custom_profiles();
 	bad_profiles();
 	dsec_seccomp_free(sc);
