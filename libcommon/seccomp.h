@@ -4,7 +4,16 @@
  * The default profile is compiled in (nothing at run time can be missing): an allow-list at
  * least as strict as Docker's default, every other call failing with EPERM, clone3 with ENOSYS
  * (so libc falls back to clone, whose flags are checked), the i386 and x32 ABIs denied whole.
- * A custom profile is a small JSON file, dsec-seccomp(5). */
+ * A custom profile is a small JSON file, dsec-seccomp(5); {"default":"allow"} turns filtering
+ * off (for tests that show a probe failing without it).
+ *
+ * Use (dsec-exec):
+ *   parent, once:  dsec_seccomp_prepare(path_or_NULL, &sc, &err);
+ *                  dsec_caps_prepare(NULL, &caps, &err);            (caps.h)
+ *   each child, after setns/chdir/descriptors, last before execve:
+ *                  dsec_caps_apply(caps, &err) < 0 || dsec_seccomp_apply(sc, &err) < 0
+ *                  -> report err to the parent, _exit
+ *   parent, at the end: dsec_seccomp_free(sc); dsec_caps_free(caps); */
 #ifndef DSEC_SECCOMP_H
 #define DSEC_SECCOMP_H
 
