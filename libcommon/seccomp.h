@@ -4,8 +4,8 @@
  * The default profile is compiled in (nothing at run time can be missing): an allow-list at
  * least as strict as Docker's default, every other call failing with EPERM, clone3 with ENOSYS
  * (so libc falls back to clone, whose flags are checked), the i386 and x32 ABIs denied whole.
- * A custom profile is a small JSON file, dsec-seccomp(5); {"default":"allow"} turns filtering
- * off (for tests that show a probe failing without it).
+ * A custom profile is a small JSON file, dsec-seccomp(5); {"default":"allow"} filters nothing
+ * but foreign ABIs (for tests that show a probe failing without the filter).
  *
  * Use (dsec-exec):
  *   parent, once:  dsec_seccomp_prepare(path_or_NULL, &sc, &err);
