@@ -25,3 +25,7 @@ fuzz_one() {
 @test "fuzz: size, duration and count parsers" {
 	fuzz_one spec
 }
+
+@test "fuzz: seccomp profile parser and compiler" {
+	fuzz_one seccomp
+}
