@@ -3,10 +3,11 @@
 
 load helpers
 
-tools() {
-	local t
-	for t in "$TOP"/build/dsec-*; do
-		[ -x "$t" ] && basename "$t"
+tools() { # the user-facing tools: one per cmd/dsec-*.c (helpers like dsec-holder are not)
+	local c
+	for c in "$TOP"/cmd/dsec-*.c; do
+		c=$(basename "$c" .c)
+		[ -x "$TOP/build/$c" ] && echo "$c"
 	done
 }
 
