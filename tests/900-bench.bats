@@ -11,11 +11,22 @@ setup() {
 	dsec_setup
 	mkdir -p "$TESTDIR/tmp"
 	export TMPDIR="$TESTDIR/tmp"
+	# dsec's sandboxes of this test get a cgroup parent of their own (cgroup.h), so that other
+	# dsec users on the machine do not blur what this test sees
+	export DSEC_CGROUP_PARENT="dsec-t900-$$"
 }
 
-# cgroup dirs that could be ours: crun's (named dsecbench<pid>…) and dsec's own
+teardown() {
+	dsec_teardown
+	# dsec leaves a parent the user named; it is empty by now
+	rmdir /sys/fs/cgroup/*/"$DSEC_CGROUP_PARENT" /sys/fs/cgroup/"$DSEC_CGROUP_PARENT" 2>/dev/null || true
+}
+
+# cgroup dirs of the bench: crun's parent dsec-bench-<pid> and all in it, and dsec's sandboxes
+# under $DSEC_CGROUP_PARENT
 cgroups_of_ours() {
-	find /sys/fs/cgroup -maxdepth 4 -type d \( -name 'dsecbench*' -o -path '*dsec*' \) 2>/dev/null | sort
+	find /sys/fs/cgroup -maxdepth 4 -type d \( -path '*/dsec-bench-*' -o -path "*/$DSEC_CGROUP_PARENT/*" \) \
+		2>/dev/null | sort
 }
 
 @test "bench: --help documents every figure; bad usage exits 2" {
@@ -61,6 +72,17 @@ cgroups_of_ours() {
 		echo "cgroups after: $(cgroups_of_ours)" >&2
 		false
 	}
+}
+
+@test "bench: the cgroup parent this file watches is the one dsec uses" {
+	command -v dsec-spawn >/dev/null && command -v dsec-layer >/dev/null || skip "dsec-spawn not built"
+	"$TOP/scripts/mkimage" -q busybox >/dev/null
+	run --separate-stderr dsec-spawn --image busybox
+	[ "$status" -eq 0 ]
+	[ -n "$(cgroups_of_ours)" ]
+	run --separate-stderr dsec-reap --all
+	[ "$status" -eq 0 ]
+	[ -z "$(cgroups_of_ours)" ]
 }
 
 @test "bench: shellcheck-clean, helper builds warning-free" {
