@@ -5,6 +5,9 @@
  *       run CMD N times, at most J at once; prints "<elapsed_us> <failed>" for the batch
  *   bench-run -l [-n N] [-e FILE] -- CMD [ARG...]
  *       run CMD N times one after the other; prints "<median_us> <p99_us> <min_us> <failed>"
+ *   bench-run -F [-n N]
+ *       fork() and _exit() N times, no exec; prints "<median_us> <p99_us> <min_us> 0": what
+ *       copying and tearing down an address space costs on this machine
  *
  * "{}" in an argument is replaced by the run's index (0 … N-1), e.g. for container names.
  * Standard input and output of CMD are /dev/null; its standard error goes to FILE (appended)
@@ -39,8 +42,45 @@ static int cmp_u64(const void *a, const void *b)
 
 static void usage(void)
 {
-	fputs("usage: bench-run [-l] [-j J] [-n N] [-e FILE] -- CMD [ARG...]\n", stderr);
+	fputs("usage: bench-run [-l] [-j J] [-n N] [-e FILE] -- CMD [ARG...]\n"
+	      "       bench-run -F [-n N]\n",
+	      stderr);
 	exit(2);
+}
+
+static void print_lat(uint64_t *t, long n, long failed)
+{
+	qsort(t, (size_t)n, sizeof(*t), cmp_u64);
+	uint64_t med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+	long i99 = (long)((double)n * 0.99 + 0.999999) - 1;
+	if (i99 < 0)
+		i99 = 0;
+	if (i99 >= n)
+		i99 = n - 1;
+	printf("%llu %llu %llu %ld\n", (unsigned long long)(med / 1000),
+	       (unsigned long long)(t[i99] / 1000), (unsigned long long)(t[0] / 1000), failed);
+}
+
+static int fork_lat(long n)
+{
+	uint64_t *t = calloc((size_t)n, sizeof(uint64_t));
+	if (!t)
+		return 1;
+	for (long i = 0; i < n; i++) {
+		uint64_t s = now_ns();
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(0);
+		if (pid < 0) {
+			perror("bench-run: fork");
+			return 1;
+		}
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		t[i] = now_ns() - s;
+	}
+	print_lat(t, n, 0);
+	return 0;
 }
 
 /* argv for run i: "{}" anywhere in an argument becomes i. Only the arguments that hold "{}"
@@ -78,18 +118,32 @@ static void free_argv(char **cmd, int argc, char **buf)
 int main(int argc, char **argv)
 {
 	long n = 1, j = 1;
-	int lat = 0, opt;
+	int lat = 0, forks = 0, opt;
 	const char *errfile = NULL;
 
-	while ((opt = getopt(argc, argv, "+lj:n:e:")) != -1) {
+	while ((opt = getopt(argc, argv, "+Flj:n:e:")) != -1) {
 		switch (opt) {
-		case 'l': lat = 1; break;
-		case 'j': j = strtol(optarg, NULL, 10); break;
-		case 'n': n = strtol(optarg, NULL, 10); break;
-		case 'e': errfile = optarg; break;
-		default: usage();
+		case 'F':
+			forks = 1;
+			break;
+		case 'l':
+			lat = 1;
+			break;
+		case 'j':
+			j = strtol(optarg, NULL, 10);
+			break;
+		case 'n':
+			n = strtol(optarg, NULL, 10);
+			break;
+		case 'e':
+			errfile = optarg;
+			break;
+		default:
+			usage();
 		}
 	}
+	if (forks && n >= 1)
+		return fork_lat(n);
 	if (optind >= argc || n < 1 || j < 1)
 		usage();
 	if (lat)
@@ -99,7 +153,8 @@ int main(int argc, char **argv)
 	char **abuf = calloc((size_t)cargc + 1, sizeof(char *));
 	uint64_t *t = calloc((size_t)n, sizeof(uint64_t));
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int errfd = errfile ? open(errfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : devnull;
+	int errfd =
+	    errfile ? open(errfile, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : devnull;
 	if (!abuf || !t || devnull < 0 || errfd < 0) {
 		perror("bench-run: setup");
 		return 1;
@@ -152,15 +207,7 @@ int main(int argc, char **argv)
 	}
 	t1 = now_ns();
 	if (lat) {
-		qsort(t, (size_t)n, sizeof(*t), cmp_u64);
-		uint64_t med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-		long i99 = (long)((double)n * 0.99 + 0.999999) - 1;
-		if (i99 < 0)
-			i99 = 0;
-		if (i99 >= n)
-			i99 = n - 1;
-		printf("%llu %llu %llu %ld\n", (unsigned long long)(med / 1000),
-		       (unsigned long long)(t[i99] / 1000), (unsigned long long)(t[0] / 1000), failed);
+		print_lat(t, n, failed);
 	} else {
 		printf("%llu %ld\n", (unsigned long long)((t1 - t0) / 1000), failed);
 	}
