@@ -125,7 +125,7 @@ setup() {
 
 @test "mkimage debian: base + python3 layers, images debian and py (DSEC_TEST_DEBIAN=1)" {
 	[ "${DSEC_TEST_DEBIAN:-}" = 1 ] ||
-		skip "downloads about 50 MB and takes 2-3 minutes the first time: set DSEC_TEST_DEBIAN=1"
+		skip "downloads about 65 MB and takes 2-4 minutes the first time (cached after): set DSEC_TEST_DEBIAN=1"
 	need_layer
 	run --separate-stderr "$MKIMAGE" debian
 	[ "$status" -eq 0 ]
