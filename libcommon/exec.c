@@ -353,6 +353,13 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	}
 	if (drop_caps(c, &err) < 0 || exec_load_seccomp(c, &err) < 0)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
+	if (c->s->fn) {
+		/* Undumpable: the sandbox's processes share our uid and capabilities, so they could
+		 * otherwise ptrace the code working for the host. */
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		close(c->sock); /* setup done: the caller's start() returns */
+		_exit(c->s->fn(c->s->arg) == 0 ? 0 : 1);
+	}
 	e = exec_search(c->s->argv, c->s->envp);
 	errno = e;
 	dsec_err_sys(&err, "exec '%s'", c->s->argv[0] ? c->s->argv[0] : "");
@@ -783,8 +790,10 @@ void dsec_env_free(struct dsec_env *e)
 int dsec_capture_read(struct dsec_capture *c, int fd, struct dsec_err *err)
 {
 	char sink[65536];
+	int budget;
 
-	for (;;) {
+	/* A bounded number of reads per call, so one endless writer cannot starve the others. */
+	for (budget = 0; budget < 16; budget++) {
 		size_t room = c->len < c->max ? c->max - c->len : 0;
 		char *dst = sink;
 		size_t want = sizeof(sink);
@@ -820,6 +829,7 @@ int dsec_capture_read(struct dsec_capture *c, int fd, struct dsec_err *err)
 		else
 			c->len += (size_t)n;
 	}
+	return 2;
 }
 
 void dsec_capture_free(struct dsec_capture *c)

@@ -56,6 +56,11 @@ struct dsec_exec_spec {
 	int tty;   /* allocate a pty in the sandbox's devpts; fd[] is then ignored */
 	struct winsize ws; /* tty: initial window size (0 rows = leave it) */
 	int killable;      /* give it its own cgroup, so dsec_exec_kill gets every process */
+	/* Instead of exec: call fn(arg) in the fully set up process (namespaces, cgroup, fds,
+	 * capabilities, no_new_privs) and exit 0 when it returns 0, else 1. Start returns once the
+	 * setup is done. For dsec-exec cp: file work done as the sandbox, inside it. */
+	int (*fn)(void *arg);
+	void *arg;
 };
 
 struct dsec_exec_proc {
@@ -107,8 +112,8 @@ struct dsec_capture {
 	size_t len, cap, max;
 	int truncated;
 };
-/* Read fd (non-blocking) until EAGAIN or EOF. Returns 1 when more may come, 0 at EOF, -1 on
- * error. */
+/* Read fd (non-blocking) until EAGAIN or EOF, at most 1 MiB per call. Returns 0 at EOF, 1 at
+ * EAGAIN, 2 when it stopped with more to read, -1 on error. */
 int dsec_capture_read(struct dsec_capture *c, int fd, struct dsec_err *err);
 void dsec_capture_free(struct dsec_capture *c);
 
@@ -118,5 +123,39 @@ json_t *dsec_utf8_json(const char *s, size_t len);
 
 /* "SIGKILL" for 9; static storage. */
 const char *dsec_signame(int sig);
+
+/* Records (execrec.c): for each JSON record read from infd, run a command in the sandbox the
+ * record's "id" names, up to `jobs` at once in one poll loop, and emit the record with
+ * "exec":{…} added as the commands finish (input order with keep_order). The record may bring
+ * its own "cmd" (array), "sh" (string), "stdin", "env" (object), "cwd" and "timeout" (duration
+ * string or seconds); they override the options. Records carrying an "error" pass through
+ * untouched; unknown ids, dead sandboxes, malformed lines and commands that cannot be run become
+ * error records and the rest go on. */
+struct dsec_execrec_opts {
+	const struct dsec_paths *paths;
+	unsigned jobs;
+	int keep_order;
+	uint64_t timeout_us; /* 0 = none */
+	uint64_t max_output; /* per stream */
+	char *const *argv;   /* default command; NULL = each record brings one */
+	char *const *env; /* "K=V" settings after the sandbox's env, NULL-terminated; may be NULL */
+	const char *cwd;  /* default cwd; NULL = "/" */
+	const char *tool; /* names the tool in error objects */
+};
+
+/* Run the loop until infd's end and every command has finished. Returns the number of failed
+ * records, or -1 with err on a fatal error (stdout gone: every running command is killed). */
+long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_err *err);
+
+/* Copying (cp.c), docker cp style: a file or a tree; when dst is an existing directory the copy
+ * goes into it under src's name, else it is created as dst. The sandbox side of the work runs
+ * inside the sandbox as a contained process (dsec_exec_start with fn), so no host path is ever
+ * resolved through the sandbox's symlinks. src "-" (cp_in): a tar stream on standard input,
+ * unpacked into the directory dst. dst "-" (cp_out): src as a tar stream on standard output.
+ * On the host, cp_out refuses absolute names, "..", links through symlinks, hard links and
+ * device nodes from the sandbox, and never restores setuid bits or owners. 0 or -1. */
+int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err);
+int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst,
+		struct dsec_err *err);
 
 #endif
