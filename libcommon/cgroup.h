@@ -58,8 +58,8 @@ int dsec_cgroup_remove(const struct dsec_sandbox *sb, struct dsec_err *err);
 int dsec_cgroup_stats(const struct dsec_sandbox *sb, struct dsec_cgroup_stats *st,
 		      struct dsec_err *err);
 
-/* Callback for each sandbox cgroup (child dir of the parent) in any hierarchy, by name; each
- * name once. */
+/* Callback for each sandbox cgroup (child dir of the parent) in every hierarchy in use, by name;
+ * a name present in several v1 hierarchies comes once per hierarchy. */
 typedef int (*dsec_cgroup_fn)(const char *name, void *ctx);
 int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx,
 			struct dsec_err *err);

@@ -144,6 +144,11 @@ int dsec_sandbox_nsflags(const struct dsec_sandbox *sb);
  * shared (dsec_run_lock). Not thread-safe; forks. */
 int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
 
+/* Hand the sandbox out: remove the "pending" mark create left in its state dir, after the
+ * caller has emitted its record. Until then dsec_sandbox_orphans counts it as an orphan (its
+ * creator died before anyone learned of it). 0 or -1. */
+int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err);
+
 /* Kill every process of the sandbox, wait until they are gone, remove its cgroup and its state.
  * Tolerant of parts already gone (a dead holder, a missing cgroup). 0 or -1. */
 int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
@@ -162,5 +167,10 @@ int dsec_sandbox_foreach(const struct dsec_paths *p, dsec_sandbox_fn fn, void *c
  * held exclusive. fn (may be NULL) is told each id removed. Returns the count or -1. */
 int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
 			 struct dsec_err *err);
+
+/* When no sandbox state is left in the run dir: tear the template namespace down and remove the
+ * parent cgroups. Call with the run lock held exclusive. Returns 1 when it cleaned, 0 when
+ * sandboxes remain, -1 on error. */
+int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err);
 
 #endif
