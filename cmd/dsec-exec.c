@@ -17,59 +17,59 @@
 #include "pty.h"
 
 static const char help[] =
-	"Usage: dsec-exec [OPTIONS] ID [--] CMD [ARG]...\n"
-	"       dsec-exec [OPTIONS] [-- CMD [ARG]...] < RECORDS\n"
-	"       dsec-exec cp [OPTIONS] SRC DST\n"
-	"Run a command inside a sandbox.\n"
-	"\n"
-	"With an ID, run CMD in that sandbox in the foreground: standard input, output and error\n"
-	"are the command's; dsec-exec exits with its status (128+N when killed by signal N, 124\n"
-	"when --timeout expired, 125 when dsec-exec failed, 126 when CMD could not be run, 127\n"
-	"when it was not found).\n"
-	"\n"
-	"Without an ID, read records (JSON lines with an \"id\", e.g. from dsec-spawn) and run CMD,\n"
-	"or the record's own \"cmd\" (array) or \"sh\" (string for /bin/sh -c), in each record's\n"
-	"sandbox; print each record with \"exec\":{cmd,exit,signal,stdout,stderr,truncated,\n"
-	"timed_out,wall_us,cpu_us,max_rss_kb} added, as the commands finish. A record may also\n"
-	"carry \"stdin\" (string), \"env\" (object), \"cwd\" and \"timeout\".\n"
-	"\n"
-	"Copy files (a file or a directory tree, like docker cp; PATH inside the sandbox is\n"
-	"resolved there, never on the host):\n"
-	"  dsec-exec cp HOSTPATH ID:PATH    copy into the sandbox\n"
-	"  dsec-exec cp ID:PATH HOSTPATH    copy out of the sandbox\n"
-	"  dsec-exec cp - ID:DIR            unpack a tar stream from standard input into DIR\n"
-	"  dsec-exec cp ID:PATH -           write PATH as a tar stream to standard output\n"
-	"\n"
-	"Options:\n"
-	"  -t, --tty              allocate a pseudo-terminal in the sandbox (interactive shell)\n"
-	"  -e, --env K=V          set an environment variable (K alone: take the host's value)\n"
-	"  -w, --workdir DIR      working directory inside the sandbox (default /)\n"
-	"      --timeout D        kill the command and everything it started after D (30s, 2m)\n"
-	"  -j, --jobs N           records: run up to N commands at once (default 1)\n"
-	"  -k, --keep-order       records: print them in input order, not as they finish\n"
-	"      --max-output SIZE  records: capture at most SIZE of stdout and of stderr (1M)\n"
-	"  -q, --quiet            no diagnostics but errors\n"
-	"  -v, --verbose          more diagnostics\n"
-	"      --root DIR         layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
-	"      --run DIR          sandbox state (default $DSEC_RUN or /run/dsec)\n"
-	"  -h, --help             show this help\n"
-	"  -V, --version          show the version\n"
-	"\n"
-	"Exit status with records: 0 all done (a command exiting non-zero is a result, not a\n"
-	"failure), 1 some record failed, 2 usage error, 3 fatal.\n";
+    "Usage: dsec-exec [OPTIONS] ID [--] CMD [ARG]...\n"
+    "       dsec-exec [OPTIONS] [-- CMD [ARG]...] < RECORDS\n"
+    "       dsec-exec cp [OPTIONS] SRC DST\n"
+    "Run a command inside a sandbox.\n"
+    "\n"
+    "With an ID, run CMD in that sandbox in the foreground: standard input, output and error\n"
+    "are the command's; dsec-exec exits with its status (128+N when killed by signal N, 124\n"
+    "when --timeout expired, 125 when dsec-exec failed, 126 when CMD could not be run, 127\n"
+    "when it was not found).\n"
+    "\n"
+    "Without an ID, read records (JSON lines with an \"id\", e.g. from dsec-spawn) and run CMD,\n"
+    "or the record's own \"cmd\" (array) or \"sh\" (string for /bin/sh -c), in each record's\n"
+    "sandbox; print each record with \"exec\":{cmd,exit,signal,stdout,stderr,truncated,\n"
+    "timed_out,wall_us,cpu_us,max_rss_kb} added, as the commands finish. A record may also\n"
+    "carry \"stdin\" (string), \"env\" (object), \"cwd\" and \"timeout\".\n"
+    "\n"
+    "Copy files (a file or a directory tree, like docker cp; PATH inside the sandbox is\n"
+    "resolved there, never on the host):\n"
+    "  dsec-exec cp HOSTPATH ID:PATH    copy into the sandbox\n"
+    "  dsec-exec cp ID:PATH HOSTPATH    copy out of the sandbox\n"
+    "  dsec-exec cp - ID:DIR            unpack a tar stream from standard input into DIR\n"
+    "  dsec-exec cp ID:PATH -           write PATH as a tar stream to standard output\n"
+    "\n"
+    "Options:\n"
+    "  -t, --tty              allocate a pseudo-terminal in the sandbox (interactive shell)\n"
+    "  -e, --env K=V          set an environment variable (K alone: take the host's value)\n"
+    "  -w, --workdir DIR      working directory inside the sandbox (default /)\n"
+    "      --timeout D        kill the command and everything it started after D (30s, 2m)\n"
+    "  -j, --jobs N           records: run up to N commands at once (default 1)\n"
+    "  -k, --keep-order       records: print them in input order, not as they finish\n"
+    "      --max-output SIZE  records: capture at most SIZE of stdout and of stderr (1M)\n"
+    "  -q, --quiet            no diagnostics but errors\n"
+    "  -v, --verbose          more diagnostics\n"
+    "      --root DIR         layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
+    "      --run DIR          sandbox state (default $DSEC_RUN or /run/dsec)\n"
+    "  -h, --help             show this help\n"
+    "  -V, --version          show the version\n"
+    "\n"
+    "Exit status with records: 0 all done (a command exiting non-zero is a result, not a\n"
+    "failure), 1 some record failed, 2 usage error, 3 fatal.\n";
 
 enum { OPT_TIMEOUT = DSEC_OPT_FIRST_TOOL, OPT_MAX_OUTPUT };
 
 static const struct option longopts[] = {
-	DSEC_COMMON_LONGOPTS,
-	{"tty", no_argument, NULL, 't'},
-	{"env", required_argument, NULL, 'e'},
-	{"workdir", required_argument, NULL, 'w'},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"jobs", required_argument, NULL, 'j'},
-	{"keep-order", no_argument, NULL, 'k'},
-	{"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
-	{NULL, 0, NULL, 0},
+    DSEC_COMMON_LONGOPTS,
+    {"tty", no_argument, NULL, 't'},
+    {"env", required_argument, NULL, 'e'},
+    {"workdir", required_argument, NULL, 'w'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"jobs", required_argument, NULL, 'j'},
+    {"keep-order", no_argument, NULL, 'k'},
+    {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
+    {NULL, 0, NULL, 0},
 };
 
 static int fg_pidfd = -1, fg_tty;
@@ -93,8 +93,8 @@ static int status_of(int st)
 	return 125;
 }
 
-static int foreground(const struct dsec_paths *paths, const char *id, char **argv,
-		      char **envset, const char *cwd, int tty, uint64_t timeout_us)
+static int foreground(const struct dsec_paths *paths, const char *id, char **argv, char **envset,
+		      const char *cwd, int tty, uint64_t timeout_us)
 {
 	static const int fwd[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
 	struct dsec_exec_target t;
@@ -112,7 +112,8 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		return 125;
 	}
 	if (dsec_env_init(&env, &t.sb, &err) < 0 ||
-	    (tty && dsec_env_set(&env, "TERM", getenv("TERM") ? getenv("TERM") : "xterm", &err) < 0))
+	    (tty &&
+	     dsec_env_set(&env, "TERM", getenv("TERM") ? getenv("TERM") : "xterm", &err) < 0))
 		goto fail;
 	for (i = 0; envset[i]; i++)
 		if (dsec_env_put(&env, envset[i], &err) < 0)

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 struct cp_job {
-	const char *src, *dst; /* the sandbox side's path */
+	const char *src, *dst;  /* the sandbox side's path */
 	char top[NAME_MAX + 1]; /* cp_in: the top name the host gave the entries */
 	int raw;                /* cp_in from "-": unpack as is into the directory dst */
 };
@@ -135,11 +135,10 @@ static struct archive *disk_writer(void)
 {
 	struct archive *w = archive_write_disk_new();
 
-	archive_write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
-						  ARCHIVE_EXTRACT_UNLINK |
-						  ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-						  ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-						  ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+	archive_write_disk_set_options(
+	    w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_UNLINK |
+		   ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+		   ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
 	return w;
 }
 
@@ -154,7 +153,8 @@ static int pack(const char *path, int fd, char *msg, size_t mn)
 
 	archive_read_disk_set_symlink_physical(d);
 	archive_write_set_format_pax_restricted(w);
-	if (archive_write_open_fd(w, fd) != ARCHIVE_OK || archive_read_disk_open(d, path) != ARCHIVE_OK) {
+	if (archive_write_open_fd(w, fd) != ARCHIVE_OK ||
+	    archive_read_disk_open(d, path) != ARCHIVE_OK) {
 		snprintf(msg, mn, "'%s': %s", path, archive_error_string(d));
 		goto out;
 	}
@@ -171,7 +171,8 @@ static int pack(const char *path, int fd, char *msg, size_t mn)
 		if (archive_entry_filetype(e) == AE_IFREG)
 			while ((n = archive_read_data(d, buf, sizeof(buf))) > 0)
 				if (archive_write_data(w, buf, (size_t)n) < 0) {
-					snprintf(msg, mn, "write stream: %s", archive_error_string(w));
+					snprintf(msg, mn, "write stream: %s",
+						 archive_error_string(w));
 					goto out;
 				}
 	}
@@ -260,11 +261,11 @@ static int sandbox_pack(void *arg)
 
 /* Start fn in the sandbox with stream as its stdin (in) or stdout (!in) and a pipe for its
  * message. */
-static int start_copier(struct dsec_exec_target *t, int (*fn)(void *), struct cp_job *j,
-			int stream, int in, struct dsec_exec_proc *pr, int *msgfd,
-			struct dsec_err *err)
+static int start_copier(struct dsec_exec_target *t, int (*fn)(void *), struct cp_job *j, int stream,
+			int in, struct dsec_exec_proc *pr, int *msgfd, struct dsec_err *err)
 {
-	char *argv[] = {"dsec-exec-cp", NULL}, *envp[] = {NULL};
+	static char name[] = "dsec-exec-cp";
+	char *argv[] = {name, NULL}, *envp[] = {NULL};
 	struct dsec_exec_spec s = {.argv = argv, .envp = envp, .fn = fn, .arg = j};
 	int mp[2];
 
@@ -299,7 +300,7 @@ static int finish_copier(struct dsec_exec_proc *pr, int msgfd, const char *what,
 	dsec_exec_release(pr);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
-	return dsec_err_set(err, EIO, "%s: %s", what, msg[0] ? msg : "copier failed");
+	return dsec_err_set(err, EIO, "%s", msg[0] ? msg : what);
 }
 
 int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err)
@@ -345,15 +346,14 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 		}
 	}
 	close(p[1]);
-	if (finish_copier(&pr, msgfd, dst, err) < 0)
+	if (finish_copier(&pr, msgfd, "copy into the sandbox failed", err) < 0)
 		return -1;
 	if (r < 0 && msg[0])
 		return dsec_err_set(err, EIO, "%s", msg);
 	return r;
 }
 
-int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst,
-		struct dsec_err *err)
+int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err)
 {
 	struct cp_job j = {.src = src};
 	char sdir[PATH_MAX], sbase[NAME_MAX + 1], dir[PATH_MAX], base[NAME_MAX + 1], msg[768] = "";
@@ -419,7 +419,7 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst,
 		}
 	}
 	close(p[0]);
-	if (finish_copier(&pr, msgfd, src, err) < 0)
+	if (finish_copier(&pr, msgfd, "copy out of the sandbox failed", err) < 0)
 		return -1;
 	if (r < 0 && msg[0])
 		return dsec_err_set(err, EIO, "%s", msg);

@@ -454,8 +454,15 @@ static int exec_cgroup_make(struct dsec_exec_target *t, struct dsec_exec_proc *p
 
 	if (t->sb.cg.version == 2)
 		par = t->sb.cg.v2;
-	else if (t->sb.cg.version == 1 && t->sb.cg.v1[DSEC_CG_FREEZER][0])
+	else if (t->sb.cg.version == 1 && t->sb.cg.v1[DSEC_CG_FREEZER][0]) {
 		par = t->sb.cg.v1[DSEC_CG_FREEZER];
+		pr->cgctrl = DSEC_CG_FREEZER;
+	} else if (t->sb.cg.version == 1 && t->sb.cg.v1[DSEC_CG_PIDS][0]) {
+		/* no freezer: kill in rounds until empty; the sandbox's pids limit bounds a
+		 * fork race */
+		par = t->sb.cg.v1[DSEC_CG_PIDS];
+		pr->cgctrl = DSEC_CG_PIDS;
+	}
 	if (!par)
 		return 0; /* no cgroup to kill by: only the command itself gets killed */
 	snprintf(pr->cgpar, sizeof(pr->cgpar), "%s", par);
@@ -500,7 +507,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 			}
 		}
 		for (i = 0; i < DSEC_CG_NCTRL; i++) {
-			if (i == DSEC_CG_FREEZER && execprocs >= 0)
+			if (i == pr->cgctrl && execprocs >= 0)
 				c.procs[n++] = execprocs;
 			else if (t->cgprocs[i] >= 0)
 				c.procs[n++] = t->cgprocs[i];
@@ -595,8 +602,9 @@ fail:
 	return DSEC_EXEC_FAILED;
 }
 
-/* v1: freeze, SIGKILL every task, thaw, until the cgroup is empty. */
-static int kill_v1(const char *cg)
+/* v1: freeze, SIGKILL every task, thaw, until the cgroup is empty (without a freezer: kill
+ * rounds until empty). */
+static int kill_v1(const char *cg, int freezer)
 {
 	pid_t pids[1024];
 	int round, k, i;
@@ -605,8 +613,9 @@ static int kill_v1(const char *cg)
 		char state[16] = "";
 		int tries;
 
-		write_str(cg, "freezer.state", "FROZEN");
-		for (tries = 0; tries < 100; tries++) {
+		if (freezer)
+			write_str(cg, "freezer.state", "FROZEN");
+		for (tries = 0; freezer && tries < 100; tries++) {
 			char path[DSEC_CG_PATH_MAX + 64];
 			ssize_t len;
 			int fd;
@@ -625,7 +634,8 @@ static int kill_v1(const char *cg)
 		k = read_pids(cg, pids, 1024);
 		for (i = 0; i < k; i++)
 			kill(pids[i], SIGKILL);
-		write_str(cg, "freezer.state", "THAWED");
+		if (freezer)
+			write_str(cg, "freezer.state", "THAWED");
 		if (k <= 0)
 			return k < 0 ? -1 : 0;
 		usleep(round < 10 ? 200 : 5000);
@@ -644,7 +654,7 @@ int dsec_exec_kill(struct dsec_exec_proc *pr, struct dsec_err *err)
 
 		for (i = 0; i < k; i++)
 			kill(pids[i], SIGKILL);
-	} else if (pr->cgver == 1 && kill_v1(pr->cg) < 0) {
+	} else if (pr->cgver == 1 && kill_v1(pr->cg, pr->cgctrl == DSEC_CG_FREEZER) < 0) {
 		r = dsec_err_sys(err, "kill every process in '%s'", pr->cg);
 	}
 	if (!pr->reaped && pr->pidfd >= 0)

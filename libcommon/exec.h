@@ -9,7 +9,8 @@
  *
  * Killing the whole tree: an exec made killable gets a cgroup of its own below the sandbox's
  * (v2: <sandbox>/exec-<n>, killed with cgroup.kill; v1: freezer/<sandbox>/exec-<n>, frozen,
- * every task SIGKILLed, thawed). setsid() or ignoring SIGTERM does not get a process out of it. */
+ * every task SIGKILLed, thawed; without a freezer, pids/<sandbox>/exec-<n> killed in rounds until
+ * empty). setsid() or ignoring SIGTERM does not get a process out of it. */
 #ifndef DSEC_EXEC_H
 #define DSEC_EXEC_H
 
@@ -68,7 +69,8 @@ struct dsec_exec_proc {
 	int pidfd; /* readable once it exited */
 	int ptm;   /* tty: the pseudo-terminal master (from the sandbox's devpts), else -1 */
 	uint64_t start_us;              /* monotonic, taken before the first fork */
-	int cgver;                      /* per-exec cgroup: 0 none, 1 (freezer), 2 */
+	int cgver;                      /* per-exec cgroup: 0 none, 1, 2 */
+	int cgctrl;                     /* v1: its hierarchy (DSEC_CG_FREEZER, else DSEC_CG_PIDS) */
 	char cg[DSEC_CG_PATH_MAX + 40]; /* its dir */
 	char cgpar[DSEC_CG_PATH_MAX];   /* the sandbox cgroup it sits in (same hierarchy) */
 	int reaped;
@@ -155,7 +157,6 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
  * On the host, cp_out refuses absolute names, "..", links through symlinks, hard links and
  * device nodes from the sandbox, and never restores setuid bits or owners. 0 or -1. */
 int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err);
-int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst,
-		struct dsec_err *err);
+int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err);
 
 #endif

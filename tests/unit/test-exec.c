@@ -31,11 +31,12 @@ static int utf8_is(const char *in, size_t len, const char *want)
 }
 
 /* Run argv in t with stdout captured; returns the wait status, -1/-2 for start failures. */
-static int run(struct dsec_exec_target *t, char *const *argv, char *out, size_t outsz, int killable)
+static int run(struct dsec_exec_target *t, const char *const *argv, char *out, size_t outsz,
+	       int killable)
 {
 	struct dsec_env env;
 	struct dsec_err err = {0};
-	struct dsec_exec_spec s = {.argv = argv, .killable = killable};
+	struct dsec_exec_spec s = {.argv = (char *const *)argv, .killable = killable};
 	struct dsec_exec_proc pr;
 	int p[2], r, st = -1;
 	ssize_t n;
@@ -175,11 +176,11 @@ int main(int argc, char **argv)
 		t.cgprocs[DSEC_CG_FREEZER] = open(out, O_WRONLY | O_CLOEXEC);
 	}
 	{
-		char *a1[] = {probe, "hostname", NULL}, *a2[] = {probe, "pid", NULL},
-		     *a3[] = {probe, "fds", NULL}, *a4[] = {probe, "caps", NULL},
-		     *a5[] = {probe, "nnp", NULL}, *a6[] = {probe, "exit", "7", NULL},
-		     *a7[] = {"no-such-cmd", NULL}, *a8[] = {"/etc/passwd", NULL},
-		     *a9[] = {probe, "kill", "15", NULL}, *a10[] = {probe, "cgroup", NULL};
+		const char *a1[] = {probe, "hostname", NULL}, *a2[] = {probe, "pid", NULL},
+			   *a3[] = {probe, "fds", NULL}, *a4[] = {probe, "caps", NULL},
+			   *a5[] = {probe, "nnp", NULL}, *a6[] = {probe, "exit", "7", NULL},
+			   *a7[] = {"no-such-cmd", NULL}, *a8[] = {"/etc/passwd", NULL},
+			   *a9[] = {probe, "kill", "15", NULL}, *a10[] = {probe, "cgroup", NULL};
 
 		ok(run(&t, a1, out, sizeof(out), 0) == 0 && !strcmp(out, "unit-sb"),
 		   "hostname of the sandbox: %s", out);
@@ -206,15 +207,15 @@ int main(int argc, char **argv)
 	}
 	if (t.sb.cg.version == 1) {
 		/* kill a tree of setsid'd sleepers that ignore SIGTERM */
-		char *a[] = {probe, "sleepers", "3", NULL};
-		struct dsec_exec_spec s = {.argv = a, .killable = 1};
+		const char *a[] = {probe, "sleepers", "3", NULL};
+		struct dsec_exec_spec s = {.argv = (char *const *)a, .killable = 1};
 		struct dsec_exec_proc pr;
 		char cg[sizeof(pr.cg)], procs[sizeof(cg) + 16];
 		int fd, n;
 
 		dsec_env_init(&env, NULL, &err);
 		s.envp = env.v;
-		pipe2(p, O_CLOEXEC);
+		ok(pipe2(p, O_CLOEXEC) == 0, "pipe");
 		s.fd[0] = -1;
 		s.fd[1] = p[1];
 		s.fd[2] = 2;
