@@ -127,7 +127,7 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		dsec_errorx("%s: %s", id, err.msg);
 		dsec_env_free(&env);
 		dsec_exec_target_close(&t);
-		return r == DSEC_EXEC_CANNOT_RUN ? (err.errnum == ENOENT ? 127 : 126) : 125;
+		return r == DSEC_EXEC_NOT_FOUND ? 127 : r == DSEC_EXEC_CANNOT_RUN ? 126 : 125;
 	}
 	dsec_env_free(&env);
 	fg_pidfd = pr.pidfd;

@@ -45,7 +45,7 @@ static const cap_value_t keep_caps[] = {
 enum { MSG_PID = 1, MSG_PTY, MSG_ERR };
 struct exec_msg {
 	int kind;
-	int stage; /* MSG_ERR: DSEC_EXEC_FAILED or DSEC_EXEC_CANNOT_RUN */
+	int stage; /* MSG_ERR: DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND */
 	pid_t pid;
 	struct dsec_err err;
 };
@@ -160,7 +160,7 @@ __attribute__((noreturn)) static void child_fail(struct exec_ctx *c, int stage,
 						 struct dsec_err *err)
 {
 	send_msg(c->sock, MSG_ERR, stage, 0, err, -1);
-	_exit(stage == DSEC_EXEC_CANNOT_RUN ? (err->errnum == ENOENT ? 127 : 126) : 125);
+	_exit(stage == DSEC_EXEC_NOT_FOUND ? 127 : stage == DSEC_EXEC_CANNOT_RUN ? 126 : 125);
 }
 
 static const char *env_get(char *const *envp, const char *name)
@@ -363,7 +363,7 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	e = exec_search(c->s->argv, c->s->envp);
 	errno = e;
 	dsec_err_sys(&err, "exec '%s'", c->s->argv[0] ? c->s->argv[0] : "");
-	child_fail(c, DSEC_EXEC_CANNOT_RUN, &err);
+	child_fail(c, e == ENOENT ? DSEC_EXEC_NOT_FOUND : DSEC_EXEC_CANNOT_RUN, &err);
 }
 
 /* The first child: born in (or moved into) the sandbox's cgroup, joins its namespaces, then

@@ -30,8 +30,9 @@
 /* What dsec_exec_start returns besides 0: */
 enum {
 	DSEC_EXEC_FAILED = -1,     /* dsec could not set up the command (foreground exit 125) */
-	DSEC_EXEC_CANNOT_RUN = -2, /* the command could not be run: err->errnum ENOENT → 127,
-				    * anything else (EACCES, ENOEXEC, a bad cwd) → 126 */
+	DSEC_EXEC_CANNOT_RUN = -2, /* the command could not be run (EACCES, ENOEXEC, a bad
+				    * cwd): foreground exit 126 */
+	DSEC_EXEC_NOT_FOUND = -3,  /* the command was not found: foreground exit 127 */
 };
 
 /* A sandbox opened for exec: its state and a pidfd of its holder. */
@@ -77,7 +78,7 @@ struct dsec_exec_proc {
 };
 
 /* Start spec in t. On success fills pr and returns 0: the command runs (its exec succeeded).
- * Otherwise DSEC_EXEC_FAILED or DSEC_EXEC_CANNOT_RUN with err set; nothing is left running.
+ * Otherwise DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND with err set; nothing is left running.
  * Forks; the caller must be single-threaded and must not ignore SIGCHLD. */
 int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spec,
 		    struct dsec_exec_proc *pr, struct dsec_err *err);

@@ -344,10 +344,10 @@ again:
 		goto again;
 	}
 	if (r < 0) {
-		if (r == DSEC_EXEC_CANNOT_RUN)
+		if (r == DSEC_EXEC_CANNOT_RUN || r == DSEC_EXEC_NOT_FOUND)
 			json_object_set_new(rec, "exec",
 					    json_pack("{s:O,s:i}", "cmd", j->cmd, "exit",
-						      e.errnum == ENOENT ? 127 : 126));
+						      r == DSEC_EXEC_NOT_FOUND ? 127 : 126));
 		else {
 			j->tc->refs--;
 			target_drop(j->tc);

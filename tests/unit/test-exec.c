@@ -195,7 +195,7 @@ int main(int argc, char **argv)
 		ok(run(&t, a5, out, sizeof(out), 0) == 0 && !strcmp(out, "1"), "no_new_privs");
 		st = run(&t, a6, out, sizeof(out), 0);
 		ok(WIFEXITED(st) && WEXITSTATUS(st) == 7, "exit status 7");
-		ok(run(&t, a7, out, sizeof(out), 0) == DSEC_EXEC_CANNOT_RUN, "missing command");
+		ok(run(&t, a7, out, sizeof(out), 0) == DSEC_EXEC_NOT_FOUND, "missing command");
 		ok(run(&t, a8, out, sizeof(out), 0) == DSEC_EXEC_CANNOT_RUN, "not executable");
 		st = run(&t, a9, out, sizeof(out), 0);
 		ok(WIFSIGNALED(st) && WTERMSIG(st) == 15, "killed by SIGTERM");
