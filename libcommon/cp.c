@@ -192,6 +192,16 @@ out:
 	return ret;
 }
 
+/* Read fd to its end: the writer's tar padding after the end-of-archive blocks must not meet
+ * a closed pipe. */
+static void drain(int fd)
+{
+	char buf[16384];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
 /* ---- inside the sandbox (fn of dsec_exec_start; stdin/stdout are the stream, stderr the
  * message) ---- */
 
@@ -240,6 +250,8 @@ static int sandbox_unpack(void *arg)
 	}
 	archive_read_free(r);
 	archive_write_free(w);
+	if (ret == 0)
+		drain(0);
 	return ret < 0 ? in_sandbox_fail(msg) : 0;
 }
 
@@ -412,6 +424,8 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		}
 		archive_read_free(rd);
 		archive_write_free(w);
+		if (r == 0)
+			drain(p[0]);
 		if (cwd >= 0) {
 			if (fchdir(cwd) < 0)
 				r = -1;

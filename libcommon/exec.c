@@ -358,6 +358,9 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		 * otherwise ptrace the code working for the host. */
 		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 		close(c->sock); /* setup done: the caller's start() returns */
+		/* No exec to close the CLOEXEC host descriptors: close them, or the caller's ends
+		 * of our pipes would stay open here. */
+		syscall(SYS_close_range, 3U, ~0U, 0U);
 		_exit(c->s->fn(c->s->arg) == 0 ? 0 : 1);
 	}
 	e = exec_search(c->s->argv, c->s->envp);

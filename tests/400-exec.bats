@@ -8,7 +8,8 @@ setup() {
 	dsec_setup
 	make_busybox_image
 	ID=$(dsec-spawn --image busybox | jq -r .id)
-	[ -n "$ID" ] && [ "$ID" != null ]
+	[ -n "$ID" ]
+	[ "$ID" != null ]
 	run dsec-exec cp "$PROBE" "$ID:/bin/probe"
 	echo "cp probe: status $status: $output"
 	[ "$status" -eq 0 ]
