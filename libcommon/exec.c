@@ -42,7 +42,7 @@ static const cap_value_t keep_caps[] = {
 };
 
 /* What the children tell the caller over the sync socket; sent whole. */
-enum { MSG_PID = 1, MSG_PTY, MSG_ERR };
+enum { MSG_PTY = 1, MSG_ERR };
 struct exec_msg {
 	int kind;
 	int stage; /* MSG_ERR: DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND */
@@ -369,12 +369,11 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	child_fail(c, e == ENOENT ? DSEC_EXEC_NOT_FOUND : DSEC_EXEC_CANNOT_RUN, &err);
 }
 
-/* The first child: born in (or moved into) the sandbox's cgroup, joins its namespaces, then
- * clones the command as a sibling (CLONE_PARENT) so the caller reaps it, and exits. */
+/* The command's process right after clone3: born in the sandbox's pid namespace (and, on v2,
+ * its cgroup); joins the cgroup (v1) and every other namespace of the holder. */
 __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 {
 	struct dsec_err err = {0};
-	pid_t pid;
 	int i;
 
 	for (i = 0; c->procs[i] >= 0; i++)
@@ -382,7 +381,7 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 			dsec_err_sys(&err, "%s: join cgroup", c->t->sb.id);
 			child_fail(c, DSEC_EXEC_FAILED, &err);
 		}
-	if (setns(c->t->pidfd, c->t->nsflags) < 0) {
+	if (setns(c->t->pidfd, c->t->nsflags & ~CLONE_NEWPID) < 0) {
 		dsec_err_sys(&err, "%s: setns", c->t->sb.id);
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
@@ -394,15 +393,17 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 			child_fail(c, DSEC_EXEC_FAILED, &err);
 		}
 	}
-	pid = (pid_t)syscall(SYS_clone, CLONE_PARENT, 0, NULL, NULL, 0);
-	if (pid < 0) {
-		dsec_err_sys(&err, "%s: clone into the sandbox", c->t->sb.id);
-		child_fail(c, DSEC_EXEC_FAILED, &err);
-	}
-	if (pid == 0)
-		child_command(c);
-	send_msg(c->sock, MSG_PID, 0, pid, NULL, -1);
-	_exit(0);
+	child_command(c);
+}
+
+/* Our own pid namespace, to go back to after cloning into a sandbox's. */
+static int own_pidns(void)
+{
+	static int fd = -1;
+
+	if (fd < 0)
+		fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	return fd;
 }
 
 /* ---- in the caller ---- */
@@ -482,8 +483,8 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	struct exec_ctx c = {.t = t, .s = spec, .last_cap = (int)cap_max_bits() - 1};
 	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
 	struct exec_msg m, got = {0};
-	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, ret = 0;
-	pid_t c1;
+	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0;
+	pid_t child;
 
 	memset(pr, 0, sizeof(*pr));
 	pr->pidfd = pr->ptm = -1;
@@ -529,17 +530,33 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		goto fail;
 	}
 	c.sock = sv[1];
-	c1 = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-	if (c1 == 0) {
+	/* One clone, straight into the sandbox's pid namespace: setns(CLONE_NEWPID) changes only
+	 * where our children are born, and we go back to our own right after. */
+	if ((t->nsflags & CLONE_NEWPID) && (own_pidns() < 0 || setns(t->pidfd, CLONE_NEWPID) < 0)) {
+		dsec_err_sys(err, "%s: setns pid namespace", t->sb.id);
+		close(sv[0]);
+		close(sv[1]);
+		goto fail;
+	}
+	ca.flags |= CLONE_PIDFD;
+	ca.pidfd = (uint64_t)(uintptr_t)&pr->pidfd;
+	child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (child == 0) {
 		close(sv[0]);
 		child_enter(&c);
 	}
+	e = errno;
+	if ((t->nsflags & CLONE_NEWPID) && setns(own_pidns(), CLONE_NEWPID) < 0)
+		abort(); /* every later child would be born in the sandbox */
 	close(sv[1]);
-	if (c1 < 0) {
+	if (child < 0) {
+		errno = e;
 		dsec_err_sys(err, "%s: clone3", t->sb.id);
 		close(sv[0]);
+		pr->pidfd = -1;
 		goto fail;
 	}
+	pr->pid = child;
 	for (;;) {
 		char cbuf[CMSG_SPACE(sizeof(int))];
 		struct iovec iov = {&m, sizeof(m)};
@@ -564,26 +581,16 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 				else
 					close(fd);
 			}
-		if (len != (ssize_t)sizeof(m))
-			continue;
-		if (m.kind == MSG_PID)
-			pr->pid = m.pid;
-		else if (m.kind == MSG_ERR && !got.kind)
+		if (len == (ssize_t)sizeof(m) && m.kind == MSG_ERR && !got.kind)
 			got = m;
 	}
 	close(sv[0]);
-	while (waitpid(c1, &st, 0) < 0 && errno == EINTR)
-		;
 	if (got.kind == MSG_ERR) {
 		*err = got.err;
 		ret = got.stage;
-	} else if (pr->pid <= 0) {
-		ret =
-		    dsec_err_set(err, EIO, "%s: the entering child died (status %d)", t->sb.id, st);
-	} else {
-		pr->pidfd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
-		if (pr->pidfd < 0)
-			ret = dsec_err_sys(err, "%s: pidfd_open", t->sb.id);
+		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+		pr->reaped = 1;
 	}
 	if (cgfd >= 0 && cgfd != t->cgdir)
 		close(cgfd);
