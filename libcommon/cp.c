@@ -59,6 +59,11 @@
 
 #define LA_PTR(f) static __typeof__(f) *la_##f;
 LA_FUNCS(LA_PTR)
+#define LA_ENTRY(f) {#f, (void **)&la_##f},
+static const struct {
+	const char *name;
+	void **ptr;
+} la_syms[] = {LA_FUNCS(LA_ENTRY)};
 #define archive_entry_filetype (*la_archive_entry_filetype)
 #define archive_entry_free (*la_archive_entry_free)
 #define archive_entry_hardlink (*la_archive_entry_hardlink)
@@ -98,6 +103,7 @@ LA_FUNCS(LA_PTR)
 static int la_load(struct dsec_err *err)
 {
 	static void *h;
+	size_t i;
 
 	if (h)
 		return 0;
@@ -106,10 +112,11 @@ static int la_load(struct dsec_err *err)
 		h = dlopen("libarchive.so", RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return dsec_err_set(err, ENOENT, "load libarchive: %s", dlerror());
-#define LA_SYM(f)                                                                                  \
-	if (!(*(void **)&la_##f = dlsym(h, #f)))                                                   \
-		return dsec_err_set(err, ENOENT, "libarchive lacks %s", #f);
-	LA_FUNCS(LA_SYM)
+	for (i = 0; i < sizeof(la_syms) / sizeof(la_syms[0]); i++) {
+		*la_syms[i].ptr = dlsym(h, la_syms[i].name);
+		if (!*la_syms[i].ptr)
+			return dsec_err_set(err, ENOENT, "libarchive lacks %s", la_syms[i].name);
+	}
 	return 0;
 }
 

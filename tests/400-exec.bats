@@ -63,6 +63,16 @@ sb_cgroup() {
 	[ "$output" = err ]
 }
 
+@test "foreground: signals sent to dsec-exec reach the command" {
+	dsec-exec "$ID" -- sleep 30 &
+	local pid=$!
+	sleep 0.5
+	kill -TERM "$pid"
+	local st=0
+	wait "$pid" || st=$?
+	[ "$st" -eq 143 ]
+}
+
 @test "the command is in the sandbox: pid namespace, hostname, mounts" {
 	run dsec-exec "$ID" probe pid
 	[ "$status" -eq 0 ]
