@@ -57,7 +57,8 @@ struct exec_ctx {
 	int sock;
 	int procs[DSEC_CG_NCTRL + 1]; /* v1: cgroup.procs fds to write "0" into, -1 ends */
 	int last_cap;
-	int devnull; /* the host's /dev/null, for fds the spec leaves at -1 */
+	sigset_t ignored; /* signals the caller ignores (SIG_IGN survives exec) */
+	int devnull;      /* the host's /dev/null, for fds the spec leaves at -1 */
 };
 
 int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
@@ -343,8 +344,10 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		dsec_err_sys(&err, "close_range");
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
+	/* Handlers go at exec by themselves; ignored signals would stay ignored. */
 	for (i = 1; i < NSIG; i++)
-		signal(i, SIG_DFL);
+		if (sigismember(&c->ignored, i) == 1)
+			signal(i, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
@@ -394,6 +397,27 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 		}
 	}
 	child_command(c);
+}
+
+/* The signals this process ignores, looked up once: dsec-exec sets its dispositions before
+ * its first exec and keeps them. */
+static void ignored_signals(sigset_t *set)
+{
+	static sigset_t cached;
+	static int done;
+	int i;
+
+	if (!done) {
+		sigemptyset(&cached);
+		for (i = 1; i < NSIG; i++) {
+			struct sigaction sa;
+
+			if (sigaction(i, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+				sigaddset(&cached, i);
+		}
+		done = 1;
+	}
+	*set = cached;
 }
 
 /* Our own pid namespace, to go back to after cloning into a sandbox's. */
@@ -489,6 +513,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	memset(pr, 0, sizeof(*pr));
 	pr->pidfd = pr->ptm = -1;
 	pr->start_us = dsec_now_us();
+	ignored_signals(&c.ignored);
 	if (spec->killable && exec_cgroup_make(t, pr, err) < 0)
 		return DSEC_EXEC_FAILED;
 	if (t->sb.cg.version == 2) {
