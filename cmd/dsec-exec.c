@@ -295,7 +295,8 @@ int main(int argc, char **argv)
 	free(envset);
 	if (failed < 0) {
 		dsec_err_print(&err);
-		return dsec_cli_exit(DSEC_EXIT_FATAL);
+		dsec_close_stdout();
+		return DSEC_EXIT_FATAL;
 	}
 	return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
 }
