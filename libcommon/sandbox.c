@@ -261,12 +261,14 @@ void dsec_sandbox_free(struct dsec_sandbox *sb)
 	sb->env = sb->labels = NULL;
 }
 
-unsigned long long dsec_proc_start_time(pid_t pid)
+/* Field 22 (start time) of /proc/PID/stat and the state letter (field 3); 0 when gone. */
+static unsigned long long proc_stat(pid_t pid, char *state)
 {
 	char path[64], buf[1024], *s;
 	ssize_t r;
 	int fd;
 
+	*state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -278,13 +280,33 @@ unsigned long long dsec_proc_start_time(pid_t pid)
 	buf[r] = '\0';
 	/* the command name may hold spaces and parentheses: fields start after the last ')' */
 	s = strrchr(buf, ')');
-	if (!s)
+	if (!s || !s[1] || !s[2])
 		return 0;
+	*state = s[2];
 	s++;
-	/* field 3 (state) is the first after ')'; start time is field 22 */
+	/* s is at the space before field 3 (state); start time is field 22 */
 	for (int field = 3; field < 22 && s; field++)
 		s = strchr(s + 1, ' ');
 	return s ? strtoull(s + 1, NULL, 10) : 0;
+}
+
+unsigned long long dsec_proc_start_time(pid_t pid)
+{
+	char state;
+
+	return proc_stat(pid, &state);
+}
+
+/* The holder runs: same start time, and not a zombie waiting for its parent's wait(). */
+static int holder_running(const struct dsec_sandbox *sb)
+{
+	char state;
+	unsigned long long st;
+
+	if (sb->holder_pid <= 0)
+		return 0;
+	st = proc_stat(sb->holder_pid, &state);
+	return st && st == sb->holder_start && state != 'Z' && state != 'X';
 }
 
 int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err)
@@ -298,7 +320,7 @@ int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err)
 		return dsec_err_set(err, ESRCH, "%s: holder %d is gone", sb->id,
 				    (int)sb->holder_pid);
 	/* checked after opening: the fd then names the process whose start time we read */
-	if (dsec_proc_start_time(sb->holder_pid) != sb->holder_start) {
+	if (!holder_running(sb)) {
 		close(fd);
 		return dsec_err_set(err, ESRCH, "%s: holder %d is gone", sb->id,
 				    (int)sb->holder_pid);
@@ -309,12 +331,7 @@ int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err)
 
 int dsec_sandbox_alive(const struct dsec_sandbox *sb)
 {
-	unsigned long long st;
-
-	if (sb->holder_pid <= 0)
-		return 0;
-	st = dsec_proc_start_time(sb->holder_pid);
-	return st && st == sb->holder_start;
+	return holder_running(sb);
 }
 
 int dsec_sandbox_nsflags(const struct dsec_sandbox *sb)
