@@ -292,3 +292,21 @@ EOF
 	[ ! -e "$TESTDIR/outd/link/file" ] || [ -L "$TESTDIR/outd/link" ]
 	[ "$(cat "$TESTDIR/host/file")" = secret ]
 }
+
+@test "the sandbox's own environment; a dead sandbox is an error record, the rest go on" {
+	local id2 pid
+	id2=$(dsec-spawn --image busybox --env SBVAR=fromspawn | jq -r .id)
+	run dsec-exec "$id2" -- sh -c 'echo $SBVAR'
+	[ "$output" = fromspawn ]
+	run dsec-exec -e SBVAR=cli "$id2" -- sh -c 'echo $SBVAR'
+	[ "$output" = cli ]
+	pid=$(jq -r .holder.pid "$DSEC_RUN/sandboxes/$id2/sandbox.json")
+	kill -9 "$pid"
+	sleep 0.3
+	run bash -c "printf '%s\n' '{\"id\":\"$id2\",\"n\":1}' '{\"id\":\"$ID\",\"n\":2}' | dsec-exec -k -- true"
+	[ "$status" -eq 1 ]
+	json_has "$(records | sed -n 1p)" '.n == 1 and (.error.msg | test("not running"))'
+	json_has "$(records | sed -n 2p)" '.n == 2 and .exec.exit == 0'
+	run dsec-exec "$id2" -- true
+	[ "$status" -eq 125 ]
+}
