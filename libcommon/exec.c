@@ -19,9 +19,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
@@ -338,9 +335,10 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		dsec_err_sys(&err, "cwd '%s'", cwd);
 		child_fail(c, DSEC_EXEC_CANNOT_RUN, &err);
 	}
-	/* Every host descriptor goes at exec: CLOEXEC rather than close, so the sync socket stays
-	 * until the exec succeeded. */
-	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+	/* Every host descriptor goes now, not at exec: only the sync socket (CLOEXEC) stays until
+	 * the exec succeeded. */
+	if ((c->sock > 3 && syscall(SYS_close_range, 3U, (unsigned)c->sock - 1, 0U) < 0) ||
+	    syscall(SYS_close_range, (unsigned)c->sock + 1, ~0U, 0U) < 0) {
 		dsec_err_sys(&err, "close_range");
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
@@ -357,13 +355,9 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	if (drop_caps(c, &err) < 0 || exec_load_seccomp(c, &err) < 0)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	if (c->s->fn) {
-		/* Undumpable: the sandbox's processes share our uid and capabilities, so they could
-		 * otherwise ptrace the code working for the host. */
-		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		/* Stays undumpable (set in child_enter): the sandbox's processes share our uid and
+		 * capabilities and could otherwise ptrace the code working for the host. */
 		close(c->sock); /* setup done: the caller's start() returns */
-		/* No exec to close the CLOEXEC host descriptors: close them, or the caller's ends
-		 * of our pipes would stay open here. */
-		syscall(SYS_close_range, 3U, ~0U, 0U);
 		_exit(c->s->fn(c->s->arg) == 0 ? 0 : 1);
 	}
 	e = exec_search(c->s->argv, c->s->envp);
@@ -379,6 +373,10 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 	struct dsec_err err = {0};
 	int i;
 
+	/* Not dumpable while it holds host descriptors and, after dropping capabilities, looks
+	 * like any process of the sandbox: no ptrace, no /proc/PID/fd from inside. exec makes the
+	 * command dumpable again. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	for (i = 0; c->procs[i] >= 0; i++)
 		if (write(c->procs[i], "0", 1) < 0) {
 			dsec_err_sys(&err, "%s: join cgroup", c->t->sb.id);
@@ -681,17 +679,24 @@ static int kill_v1(const char *cg, int freezer)
 
 int dsec_exec_kill(struct dsec_exec_proc *pr, struct dsec_err *err)
 {
-	int r = 0;
+	pid_t pids[1024];
+	int r = 0, k, i;
 
-	if (pr->cgver == 2 && write_str(pr->cg, "cgroup.kill", "1") < 0) {
-		pid_t pids[1024];
-		int k = read_pids(pr->cg, pids, 1024), i;
+	if (pr->cgver == 2) {
+		/* cgroup.kill (5.14+) acts at once but the tasks die after it returns: wait for the
+		 * cgroup to empty, killing again in case cgroup.kill is missing */
+		int have_kill = write_str(pr->cg, "cgroup.kill", "1") == 0;
 
-		for (i = 0; i < k; i++)
-			kill(pids[i], SIGKILL);
+		for (i = 0; i < 2000 && (k = read_pids(pr->cg, pids, 1024)) > 0; i++) {
+			if (!have_kill)
+				while (k-- > 0)
+					kill(pids[k], SIGKILL);
+			usleep(i < 20 ? 100 : 1000);
+		}
 	} else if (pr->cgver == 1 && kill_v1(pr->cg, pr->cgctrl == DSEC_CG_FREEZER) < 0) {
 		r = dsec_err_sys(err, "kill every process in '%s'", pr->cg);
 	}
+	pr->killed = 1;
 	if (!pr->reaped && pr->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, pr->pidfd, SIGKILL, NULL, 0);
 	return r;
@@ -731,7 +736,7 @@ void dsec_exec_release(struct dsec_exec_proc *pr)
 		 * sandbox's business now, like after `docker exec … sh -c 'cmd &'`. */
 		for (tries = 0; rmdir(pr->cg) < 0 && errno == EBUSY && tries < 100; tries++) {
 			pid_t pids[1024];
-			int k = read_pids(pr->cg, pids, 1024), i;
+			int k = pr->killed ? 0 : read_pids(pr->cg, pids, 1024), i;
 			char buf[16];
 
 			for (i = 0; i < k; i++) {
