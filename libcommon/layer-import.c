@@ -616,7 +616,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		dsec_infox("sha256:%s: EROFS built at %llu ms", hex,
 			   (unsigned long long)(dsec_now_us() - pl.t0) / 1000);
 	}
-	if (write_meta(&st, id, o, pl.stream_bytes, files, x.skipped, dirfmt, err) < 0 ||
+	if (write_meta(&st, id, o, x.content_bytes, files, x.skipped, dirfmt, err) < 0 ||
 	    publish(p, &st, hex, err) < 0)
 		goto out_pl;
 done:
