@@ -609,6 +609,11 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		if (r == 1 || !erofs_mounts(&st)) {
 			dsec_infox("sha256:%s: EROFS %s, keeping an unpacked tree", hex,
 				   r == 1 ? "mkfs.erofs missing" : "does not mount here");
+			if (st.tmpfs) {
+				/* the tree must live on disk: the caller imports again there */
+				dsec_err_set(err, EAGAIN, "EROFS unusable, staging on disk");
+				goto out_pl;
+			}
 			unlinkat(st.layer_fd, "layer.erofs", 0);
 			dirfmt = 1;
 		} else if (st.tmpfs) {
@@ -641,6 +646,22 @@ out:
 	return rc;
 }
 
+static int have_mkfs_erofs(void)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	for (const char *s = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin"; *s;) {
+		size_t n = strcspn(s, ":");
+
+		snprintf(buf, sizeof(buf), "%.*s/mkfs.erofs", (int)n, s);
+		if (n && access(buf, X_OK) == 0)
+			return 1;
+		s += n + (s[n] == ':');
+	}
+	return 0;
+}
+
 int dsec_layer_import_fd(const struct dsec_paths *p, const struct dsec_import_opts *o, int fd,
 			 int detect, dsec_import_cb cb, void *arg, struct dsec_err *err)
 {
@@ -653,10 +674,17 @@ int dsec_layer_import_fd(const struct dsec_paths *p, const struct dsec_import_op
 	tmpfs = !o->format_dir && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && start >= 0;
 	if (how && !strcmp(how, "disk"))
 		tmpfs = 0;
+	if (tmpfs && !have_mkfs_erofs())
+		tmpfs = 0;
 	rc = import_once(p, o, fd, detect, tmpfs, cb, arg, err);
-	if (rc < 0 && tmpfs && err->errnum == ENOSPC && lseek(fd, start, SEEK_SET) == start) {
-		dsec_infox("staging tmpfs full, importing again on disk");
-		rc = import_once(p, o, fd, detect, 0, cb, arg, err);
+	if (rc < 0 && tmpfs && (err->errnum == ENOSPC || err->errnum == EAGAIN) &&
+	    lseek(fd, start, SEEK_SET) == start) {
+		struct dsec_import_opts o2 = *o;
+
+		o2.format_dir = err->errnum == EAGAIN;
+		dsec_infox("%s, importing again on disk",
+			   err->errnum == EAGAIN ? "EROFS unusable" : "staging tmpfs full");
+		rc = import_once(p, &o2, fd, detect, 0, cb, arg, err);
 	}
 	return rc;
 }

@@ -556,3 +556,48 @@ PY
 	run dsec-layer import
 	[ "$status" -eq 2 ]
 }
+
+@test "layers stack in an overlay: whiteouts hide, opaque dirs replace" {
+	mktar base.tar <<'PY'
+reg("etc/os", b"base")
+reg("etc/keep", b"k")
+reg("opt/old", b"o")
+PY
+	mktar top.tar <<'PY'
+reg("etc/.wh.os")
+typ("opt", tarfile.DIRTYPE, mode=0o755)
+reg("opt/.wh..wh..opq")
+reg("opt/new", b"n")
+PY
+	local b t
+	b=$(dsec-layer import base.tar | jq -r .layer)
+	t=$(dsec-layer import top.tar | jq -r .layer)
+	mkdir -p lb lt ov
+	run unshare -m sh -c '
+		mount -t erofs -o ro "$1" lb && mount -t erofs -o ro "$2" lt &&
+		mount -t overlay -o ro,lowerdir=lt:lb overlay ov && ls ov/etc && ls ov/opt' sh \
+		"$DSEC_ROOT/layers/${b:7}/layer.erofs" "$DSEC_ROOT/layers/${t:7}/layer.erofs"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | tr '\n' ' ')" = "keep new " ]
+}
+
+@test "without mkfs.erofs the layer is kept as an unpacked tree" {
+	mktar a.tar <<'PY'
+reg("x", b"x")
+PY
+	run env PATH="$TOP/build" dsec-layer -v import a.tar
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .format dir
+	[[ "$output" == *"mkfs.erofs missing"* ]]
+	[ -f "$DSEC_ROOT/layers/$(layer_of | cut -c8-)/tree/x" ]
+}
+
+@test "the busybox tree imports as a directory" {
+	local d
+	d=$(busybox_tree)
+	run dsec-layer import --kind base --name busybox "$d"
+	[ "$status" -eq 0 ]
+	json_has "$(records)" '.files > 100'
+	run in_layer "$(layer_of)" sh -c '[ -x $M/bin/busybox ] && readlink $M/bin/sh'
+	[ "$output" = busybox ]
+}
