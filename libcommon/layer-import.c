@@ -54,66 +54,6 @@ struct pipeline {
 	uint64_t *files;
 };
 
-int dsec_layer_clean_staging(const struct dsec_paths *p, struct dsec_err *err)
-{
-	char dir[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-	int n = 0, dfd;
-
-	if (dsec_store_path(p, dir, "tmp") < 0)
-		return dsec_err_sys(err, "tmp");
-	d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 : dsec_err_sys(err, "open '%s'", dir);
-	dfd = dirfd(d);
-	while ((de = readdir(d))) {
-		size_t l = strlen(de->d_name);
-		char stem[NAME_MAX + 1];
-		int fd;
-
-		if (strncmp(de->d_name, "import-", 7) || l < 6 ||
-		    strcmp(de->d_name + l - 5, ".lock"))
-			continue;
-		fd = openat(dfd, de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			continue;
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			snprintf(stem, sizeof(stem), "%.*s", (int)(l - 5), de->d_name);
-			if (dsec_rmtree_at(dfd, stem, err) == 0) {
-				unlinkat(dfd, de->d_name, 0);
-				n++;
-			}
-		}
-		close(fd);
-	}
-	/* dirs whose lock is gone: a janitor died between removing the two, or rm leftovers */
-	rewinddir(d);
-	while ((de = readdir(d))) {
-		char lock[NAME_MAX + 8];
-
-		if (strncmp(de->d_name, "import-", 7) && strncmp(de->d_name, "rm-", 3))
-			continue;
-		if (strstr(de->d_name, ".lock"))
-			continue;
-		if (!strncmp(de->d_name, "rm-", 3)) {
-			/* rm-<pid>-…: removal interrupted when pid is gone */
-			int pid = atoi(de->d_name + 3);
-
-			if (pid > 0 && kill(pid, 0) == 0)
-				continue;
-		} else {
-			snprintf(lock, sizeof(lock), "%s.lock", de->d_name);
-			if (faccessat(dfd, lock, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-				continue;
-		}
-		if (dsec_rmtree_at(dfd, de->d_name, err) == 0)
-			n++;
-	}
-	closedir(d);
-	return n;
-}
-
 /* Unmount the tmpfs holding tree/ (freeing it) and remove the mount point. */
 static void stage_drop_tmpfs(struct stage *st)
 {

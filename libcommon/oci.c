@@ -312,7 +312,7 @@ static int str_cmp(const void *x, const void *y)
 /* xattr names of fd, sorted, into w->e */
 static void tw_xattrs(struct tw *w, int fd)
 {
-	char names[65536], *list[1024];
+	char names[65536], *list[1024] = {NULL};
 	ssize_t len = flistxattr(fd, names, sizeof(names));
 	size_t n = 0;
 
