@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "erofs.h"
 #include "layer-int.h"
 #include "oci.h"
 
@@ -347,8 +348,8 @@ static int run_wait(const char *what, pid_t pid, struct dsec_err *err)
 	return dsec_err_set(err, EIO, "%s: exit status %d", what, WEXITSTATUS(status));
 }
 
-/* Build layer.erofs from tree/. Returns 0, 1 when mkfs.erofs is missing, -1 on failure. */
-static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
+/* Build layer.erofs from tree/ with mkfs.erofs. 0, 1 when it is missing, -1 on failure. */
+static int run_mkfs_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 {
 	char img[PATH_MAX], tree[PATH_MAX];
 	char a0[] = "mkfs.erofs", a1[] = "--quiet", a2[] = "--preserve-mtime", a3[] = "-x-1";
@@ -360,8 +361,7 @@ static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 
 	snprintf(img, sizeof(img), "%s/layer/layer.erofs", st->dir);
 	snprintf(tree, sizeof(tree), "%s/layer/tree", st->dir);
-	uint64_t t0 = dsec_now_us();
-
+	unlink(img);
 	r = posix_spawnp(&pid, "mkfs.erofs", NULL, NULL, argv, environ);
 	if (r == ENOENT)
 		return 1;
@@ -369,8 +369,35 @@ static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 		errno = r;
 		return dsec_err_sys(err, "run mkfs.erofs");
 	}
-	r = run_wait("mkfs.erofs", pid, err);
-	dsec_infox("mkfs.erofs: %llu ms", (unsigned long long)(dsec_now_us() - t0) / 1000);
+	return run_wait("mkfs.erofs", pid, err);
+}
+
+/* Build layer.erofs from tree/: with our own writer (erofs.c), or with mkfs.erofs when
+ * $DSEC_LAYER_MKFS is "mkfs.erofs" or our writer failed. 0, 1 when no way is left, -1. */
+static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
+{
+	const char *how = getenv("DSEC_LAYER_MKFS");
+	uint64_t t0 = dsec_now_us();
+	int r, tfd, ofd;
+
+	if (how && !strcmp(how, "mkfs.erofs")) {
+		r = run_mkfs_erofs(st, xattrs, err);
+		dsec_infox("mkfs.erofs: %llu ms", (unsigned long long)(dsec_now_us() - t0) / 1000);
+		return r;
+	}
+	tfd = openat(st->layer_fd, "tree", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ofd = openat(st->layer_fd, "layer.erofs", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	r = tfd < 0 || ofd < 0 ? dsec_err_sys(err, "open tree or image")
+			       : dsec_erofs_build(tfd, ofd, xattrs, err);
+	if (tfd >= 0)
+		close(tfd);
+	if (ofd >= 0)
+		close(ofd);
+	dsec_infox("EROFS image: %llu ms", (unsigned long long)(dsec_now_us() - t0) / 1000);
+	if (r < 0) {
+		dsec_warnx("building the EROFS image: %s; trying mkfs.erofs", err->msg);
+		r = run_mkfs_erofs(st, xattrs, err);
+	}
 	return r;
 }
 
@@ -548,7 +575,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 			goto out_pl;
 		if (r == 1 || !erofs_mounts(&st)) {
 			dsec_infox("sha256:%s: EROFS %s, keeping an unpacked tree", hex,
-				   r == 1 ? "mkfs.erofs missing" : "does not mount here");
+				   r == 1 ? "cannot be built" : "does not mount here");
 			if (st.tmpfs) {
 				/* the tree must live on disk: the caller imports again there */
 				dsec_err_set(err, EAGAIN, "EROFS unusable, staging on disk");
@@ -586,22 +613,6 @@ out:
 	return rc;
 }
 
-static int have_mkfs_erofs(void)
-{
-	const char *path = getenv("PATH");
-	char buf[PATH_MAX];
-
-	for (const char *s = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin"; *s;) {
-		size_t n = strcspn(s, ":");
-
-		snprintf(buf, sizeof(buf), "%.*s/mkfs.erofs", (int)n, s);
-		if (n && access(buf, X_OK) == 0)
-			return 1;
-		s += n + (s[n] == ':');
-	}
-	return 0;
-}
-
 int dsec_layer_import_fd(const struct dsec_paths *p, const struct dsec_import_opts *o, int fd,
 			 int detect, dsec_import_cb cb, void *arg, struct dsec_err *err)
 {
@@ -613,8 +624,6 @@ int dsec_layer_import_fd(const struct dsec_paths *p, const struct dsec_import_op
 	/* tmpfs when the input can be read again should the tree not fit in memory */
 	tmpfs = !o->format_dir && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && start >= 0;
 	if (how && !strcmp(how, "disk"))
-		tmpfs = 0;
-	if (tmpfs && !have_mkfs_erofs())
 		tmpfs = 0;
 	rc = import_once(p, o, fd, detect, tmpfs, cb, arg, err);
 	if (rc < 0 && tmpfs && (err->errnum == ENOSPC || err->errnum == EAGAIN) &&
