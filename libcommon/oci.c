@@ -179,7 +179,9 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 	struct collect c = {.cb = cb, .arg = arg};
 	json_t *top = NULL, *man = NULL, *layers, *v, *rec = NULL;
 	char path[PATH_MAX], name[DSEC_NAME_MAX + 1] = "";
-	const char *tag = NULL;
+	const char *tag = NULL, *cfg_path = NULL;
+	char cfgbuf[PATH_MAX];
+	json_t *cfg = NULL, *diff_ids;
 	size_t i, n;
 	int rc = -1;
 
@@ -191,6 +193,7 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 				   json_array_size(top));
 		tag = json_string_value(json_array_get(json_object_get(man, "RepoTags"), 0));
 		layers = json_object_get(man, "Layers");
+		cfg_path = json_string_value(json_object_get(man, "Config"));
 	} else {
 		json_t *desc;
 		int depth = 0;
@@ -226,6 +229,10 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 			desc = pick(json_object_get(man, "manifests"));
 		}
 		layers = json_object_get(man, "layers");
+		if (blob_path(json_string_value(
+				  json_object_get(json_object_get(man, "config"), "digest")),
+			      cfgbuf, sizeof(cfgbuf), NULL) == 0)
+			cfg_path = cfgbuf;
 	}
 	if (!json_is_array(layers) || !(n = json_array_size(layers)) || n > DSEC_MAX_LAYERS) {
 		dsec_err_set(err, EINVAL, "%s: no layers or more than %d",
@@ -267,11 +274,32 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		}
 		rc = -1;
 	}
+	/* the config's diff ids are our layer ids: a mismatch means the archive was altered */
+	if (cfg_path && (cfg = read_json(dirfd, cfg_path, NULL)) &&
+	    json_is_array(diff_ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"))) {
+		if (json_array_size(diff_ids) != c.n) {
+			dsec_err_set(err, EINVAL, "config lists %zu diff ids for %u layers",
+				     json_array_size(diff_ids), c.n);
+			goto out;
+		}
+		for (i = 0; i < c.n; i++) {
+			const char *want = json_string_value(json_array_get(diff_ids, i));
+
+			if (!want || strcmp(want, c.ids[i])) {
+				dsec_err_set(err, EINVAL, "layer %zu is %s, the config says %s", i,
+					     c.ids[i], want ? want : "(none)");
+				goto out;
+			}
+		}
+	} else {
+		dsec_warnx("no config with diff ids: layer contents not verified");
+	}
 	if (dsec_store_compose(p, name, c.ids, c.n, &rec, err) < 0)
 		goto out;
 	json_object_set_new(rec, "node", json_string(dsec_node()));
 	rc = cb ? cb(rec, arg, err) : 0;
 out:
+	json_decref(cfg);
 	json_decref(rec);
 	json_decref(man);
 	json_decref(top);

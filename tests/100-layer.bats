@@ -490,9 +490,12 @@ def layer(files):
         for n, c in files.items():
             ti = tarfile.TarInfo(n); ti.size = len(c); t.addfile(ti, io.BytesIO(c))
     return b.getvalue()
-l1 = blob(layer({"etc/os": b"base\n"})); l1["mediaType"] = "application/vnd.oci.image.layer.v1.tar"
-l2 = blob(layer({"app/run": b"app\n", "etc/.wh.os": b""}))
-cfg = blob(b"{}")
+L1 = layer({"etc/os": b"base\n"}); L2 = layer({"app/run": b"app\n", "etc/.wh.os": b""})
+l1 = blob(L1); l1["mediaType"] = "application/vnd.oci.image.layer.v1.tar"
+l2 = blob(L2)
+ids = ["sha256:" + hashlib.sha256(x).hexdigest() for x in (L1, L2)]
+cfgtext = json.dumps({"rootfs": {"type": "layers", "diff_ids": ids}}).encode()
+cfg = blob(cfgtext)
 man = blob(json.dumps({"schemaVersion": 2, "config": cfg, "layers": [l1, l2]}).encode())
 man["mediaType"] = "application/vnd.oci.image.manifest.v1+json"
 man["annotations"] = {"org.opencontainers.image.ref.name": "docker.io/library/demo:1.0"}
@@ -502,7 +505,7 @@ open(d + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
 os.makedirs(d + ".docker/l1"); os.makedirs(d + ".docker/l2")
 open(d + ".docker/l1/layer.tar", "wb").write(layer({"etc/os": b"base\n"}))
 open(d + ".docker/l2/layer.tar", "wb").write(layer({"app/run": b"app\n", "etc/.wh.os": b""}))
-open(d + ".docker/cfg.json", "w").write("{}")
+open(d + ".docker/cfg.json", "wb").write(cfgtext)
 open(d + ".docker/manifest.json", "w").write(json.dumps([{"Config": "cfg.json",
     "RepoTags": ["demo:latest"], "Layers": ["l1/layer.tar", "l2/layer.tar"]}]))
 PY
@@ -537,6 +540,12 @@ PY
 	run dsec-layer import oci.docker
 	json_is "${lines[2]}" .image demo:latest
 	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq 2 ]
+	# a layer that is not the one the config names: no image
+	echo '{"rootfs":{"diff_ids":["sha256:0000000000000000000000000000000000000000000000000000000000000000","x"]}}' \
+		>oci.docker/cfg.json
+	must_fail dsec-layer import --name tampered oci.docker
+	[[ "$output" == *"the config says"* ]]
+	[ ! -e "$DSEC_ROOT/images/tampered.json" ]
 }
 
 @test "--help and the man page name the same long options; bad options exit 2" {
