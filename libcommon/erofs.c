@@ -235,7 +235,8 @@ static int walk(struct builder *b, struct enode *dir, int dfd, const char *rel, 
 		}
 	}
 	closedir(d);
-	qsort(dir->kids, dir->nkids, sizeof(*dir->kids), name_cmp);
+	if (dir->nkids)
+		qsort(dir->kids, dir->nkids, sizeof(*dir->kids), name_cmp);
 	for (size_t i = 0; i < dir->nkids; i++) {
 		struct enode *k = dir->kids[i];
 		char kp[PATH_MAX];

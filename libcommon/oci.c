@@ -457,7 +457,8 @@ static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
 		names[n++] = strdup(de->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), str_cmp);
+	if (n)
+		qsort(names, n, sizeof(*names), str_cmp);
 	for (size_t i = 0; i < n; i++) {
 		char path[PATH_MAX];
 
