@@ -6,6 +6,7 @@
 #include "erofs.h"
 
 #include <dirent.h>
+#include <search.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -52,10 +53,11 @@ struct builder {
 	int xattrs;
 	struct enode **all; /* every inode (not aliases), root first */
 	size_t n, cap;
-	struct enode **links; /* hard-linked inodes, by st_ino */
-	size_t nlinks, caplinks;
+	void *links; /* tsearch tree of hard-linked inodes, by st_ino */
 	struct dsec_err *err;
 	int tree_fd;
+	char path[PATH_MAX]; /* of the directory being walked, below the tree */
+	size_t plen;
 	int no_cfr; /* copy_file_range refused (another filesystem): use sendfile */
 };
 
@@ -149,7 +151,12 @@ static int name_cmp(const void *x, const void *y)
 	return strcmp((*(struct enode *const *)x)->name, (*(struct enode *const *)y)->name);
 }
 
-static int walk(struct builder *b, struct enode *dir, int dfd, const char *rel, int depth);
+static int ino_cmp(const void *x, const void *y)
+{
+	ino_t a = ((const struct enode *)x)->st.st_ino, c = ((const struct enode *)y)->st.st_ino;
+
+	return a < c ? -1 : a > c;
+}
 
 static struct enode *add_node(struct builder *b, struct enode *parent, int dfd, const char *name,
 			      const char *rel)
@@ -168,13 +175,14 @@ static struct enode *add_node(struct builder *b, struct enode *parent, int dfd, 
 		return NULL;
 	}
 	if (!S_ISDIR(n->st.st_mode) && n->st.st_nlink > 1) {
-		for (size_t i = 0; i < b->nlinks; i++)
-			if (b->links[i]->st.st_ino == n->st.st_ino) {
-				n->is_link_alias = 1;
-				n->alias = b->links[i];
-				return n;
-			}
-		if (push(&b->links, &b->nlinks, &b->caplinks, &n, sizeof(n)) < 0)
+		struct enode **found = tfind(n, &b->links, ino_cmp);
+
+		if (found) {
+			n->is_link_alias = 1;
+			n->alias = *found;
+			return n;
+		}
+		if (!tsearch(n, &b->links, ino_cmp))
 			return NULL;
 	}
 	if (push(&b->all, &b->n, &b->cap, &n, sizeof(n)) < 0)
@@ -205,7 +213,29 @@ static struct enode *add_node(struct builder *b, struct enode *parent, int dfd, 
 	return n;
 }
 
-static int walk(struct builder *b, struct enode *dir, int dfd, const char *rel, int depth)
+/* Append "/name" (or "name" at the root) to b->path; returns the old length or -1. */
+static int path_push(struct builder *b, const char *name)
+{
+	size_t old = b->plen, n = strlen(name);
+
+	if (old + n + 2 > sizeof(b->path))
+		return dsec_err_set(b->err, ENAMETOOLONG, "'%s/%s': path too long", b->path, name);
+	if (old)
+		b->path[b->plen++] = '/';
+	memcpy(b->path + b->plen, name, n + 1);
+	b->plen += n;
+	return (int)old;
+}
+
+static void path_pop(struct builder *b, int old)
+{
+	b->plen = (size_t)old;
+	b->path[old] = '\0';
+}
+
+/* Depth-first over the tree; the path is kept in b->path, so a deep (hostile) tree costs
+ * little stack per level. */
+static int walk(struct builder *b, struct enode *dir, int dfd, int depth)
 {
 	DIR *d;
 	struct dirent *de;
@@ -214,21 +244,24 @@ static int walk(struct builder *b, struct enode *dir, int dfd, const char *rel, 
 	if (depth > 4096)
 		return dsec_err_set(b->err, ELOOP, "tree too deep");
 	d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d)
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return dsec_err_sys(b->err, "opendir");
+	}
 	while ((de = readdir(d))) {
 		struct enode *k;
+		int old;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		char kp[PATH_MAX];
-
-		if (snprintf(kp, sizeof(kp), "%s%s%s", rel, *rel ? "/" : "", de->d_name) >=
-		    (int)sizeof(kp)) {
+		old = path_push(b, de->d_name);
+		if (old < 0) {
 			closedir(d);
-			return dsec_err_set(b->err, ENAMETOOLONG, "'%s': path too long", rel);
+			return -1;
 		}
-		k = add_node(b, dir, dfd, de->d_name, kp);
+		k = add_node(b, dir, dfd, de->d_name, b->path);
+		path_pop(b, old);
 		if (!k || push(&dir->kids, &dir->nkids, &dir->capkids, &k, sizeof(k)) < 0) {
 			closedir(d);
 			return -1;
@@ -239,16 +272,17 @@ static int walk(struct builder *b, struct enode *dir, int dfd, const char *rel, 
 		qsort(dir->kids, dir->nkids, sizeof(*dir->kids), name_cmp);
 	for (size_t i = 0; i < dir->nkids; i++) {
 		struct enode *k = dir->kids[i];
-		char kp[PATH_MAX];
-		int cfd, r;
+		int cfd, r, old;
 
 		if (!S_ISDIR(k->st.st_mode))
 			continue;
 		cfd = openat(dfd, k->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (cfd < 0)
 			return dsec_err_sys(b->err, "'%s': open", k->name);
-		snprintf(kp, sizeof(kp), "%s%s%s", rel, *rel ? "/" : "", k->name);
-		r = walk(b, k, cfd, kp, depth + 1);
+		old = path_push(b, k->name);
+		r = old < 0 ? -1 : walk(b, k, cfd, depth + 1);
+		if (old >= 0)
+			path_pop(b, old);
 		close(cfd);
 		if (r < 0)
 			return -1;
@@ -448,6 +482,11 @@ static int copy_data(struct builder *b, struct enode *n, int out)
 	return 0;
 }
 
+static void nofree(void *p)
+{
+	(void)p;
+}
+
 static void free_all(struct builder *b)
 {
 	for (size_t i = 0; i < b->n; i++) {
@@ -466,7 +505,7 @@ static void free_all(struct builder *b)
 		free(n);
 	}
 	free(b->all);
-	free(b->links);
+	tdestroy(b->links, nofree);
 }
 
 int dsec_erofs_build(int tree_fd, int out_fd, int xattrs, struct dsec_err *err)
@@ -479,7 +518,7 @@ int dsec_erofs_build(int tree_fd, int out_fd, int xattrs, struct dsec_err *err)
 	int rc = -1;
 
 	root = add_node(&b, NULL, tree_fd, "", "");
-	if (!root || walk(&b, root, tree_fd, "", 0) < 0)
+	if (!root || walk(&b, root, tree_fd, 0) < 0)
 		goto out;
 	/* inodes, 32-byte slots from block 1; an inode and its xattrs never cross a block */
 	for (size_t i = 0; i < b.n; i++) {
