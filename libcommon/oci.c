@@ -373,13 +373,16 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 	archive_entry_set_gid(e, st.st_gid);
 	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 	if (S_ISLNK(st.st_mode)) {
-		char target[PATH_MAX];
-		ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+		char *target = malloc(PATH_MAX); /* off the stack: this recurses per level */
+		ssize_t n = target ? readlinkat(dfd, name, target, PATH_MAX - 1) : -1;
 
-		if (n < 0)
+		if (n < 0) {
+			free(target);
 			return dsec_err_sys(w->err, "'%s': readlink", rel);
+		}
 		target[n] = '\0';
 		archive_entry_copy_symlink(e, target);
+		free(target);
 	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
 		archive_entry_set_rdev(e, st.st_rdev);
 	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
@@ -459,12 +462,14 @@ static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
 	closedir(d);
 	if (n)
 		qsort(names, n, sizeof(*names), str_cmp);
-	for (size_t i = 0; i < n; i++) {
-		char path[PATH_MAX];
+	char *path = malloc(PATH_MAX); /* off the stack: this recurses per level */
 
+	if (!path)
+		rc = dsec_err_set(w->err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
 		if (rc == 0) {
-			if (snprintf(path, sizeof(path), "%s%s%s", strcmp(rel, "./") ? rel : "",
-				     strcmp(rel, "./") ? "/" : "", names[i]) >= (int)sizeof(path))
+			if (snprintf(path, PATH_MAX, "%s%s%s", strcmp(rel, "./") ? rel : "",
+				     strcmp(rel, "./") ? "/" : "", names[i]) >= PATH_MAX)
 				rc = dsec_err_set(w->err, ENAMETOOLONG, "'%s/%s': too long", rel,
 						  names[i]);
 			else
@@ -472,6 +477,7 @@ static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
 		}
 		free(names[i]);
 	}
+	free(path);
 	free(names);
 	return rc;
 }

@@ -648,3 +648,22 @@ PY
 	run in_layer "$(layer_of)" sh -c '[ -x $M/bin/busybox ] && readlink $M/bin/sh'
 	[ "$output" = busybox ]
 }
+
+@test "hostile: a 2000-level deep tree imports (tar and directory) without a crash" {
+	mktar deep.tar <<'PY'
+reg("d/" * 2000 + "f", b"x")
+PY
+	run dsec-layer import deep.tar
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .bytes 1
+	python3 -c '
+import os
+os.mkdir("tree"); os.chdir("tree")
+for i in range(2000):
+    os.mkdir("d"); os.chdir("d")
+open("f", "w").write("y")'
+	run dsec-layer import tree
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .files 2002
+	rm -rf tree
+}
