@@ -644,8 +644,10 @@ int dsec_layer_import(const struct dsec_paths *p, const struct dsec_import_opts 
 	struct stat sb;
 	int fd, rc;
 
-	if (!strcmp(path, "-"))
-		return dsec_layer_import_fd(p, o, STDIN_FILENO, 1, cb, arg, err);
+	if (!strcmp(path, "-")) {
+		rc = dsec_layer_import_fd(p, o, STDIN_FILENO, 1, cb, arg, err);
+		return rc < 0 ? dsec_err_wrap(err, "<stdin>") : rc;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return dsec_err_sys(err, "'%s'", path);
