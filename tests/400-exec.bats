@@ -4,6 +4,8 @@
 load helpers
 load image
 
+bats_require_minimum_version 1.5.0
+
 setup() {
 	dsec_setup
 	make_busybox_image
@@ -43,7 +45,7 @@ sb_cgroup() {
 	[ "$status" -eq 137 ]
 	run dsec-exec "$ID" probe kill 15
 	[ "$status" -eq 143 ]
-	run dsec-exec "$ID" -- no-such-command
+	run -127 dsec-exec "$ID" -- no-such-command
 	[ "$status" -eq 127 ]
 	[[ "$output" == *"$ID"*"No such file"* ]]
 	run dsec-exec "$ID" -- /etc/passwd
@@ -179,7 +181,8 @@ sb_cgroup() {
 	[ "$status" -eq 0 ]
 	[ "$(records | wc -l)" -eq 8 ]
 	echo "wall $(((end - start) / 1000000)) ms"
-	[ $(((end - start) / 1000000)) -lt 2000 ]
+	# serial would take at least 4 s; loose bound for a loaded machine
+	[ $(((end - start) / 1000000)) -lt 3500 ]
 }
 
 @test "timeout kills every process the command started (setsid, SIGTERM ignored)" {
