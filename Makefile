@@ -20,7 +20,7 @@ LIB_OBJ := $(LIB_SRC:libcommon/%.c=$(B)/lib/%.o)
 UNIT := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test-*.c))
 MANS := $(wildcard man/*.[1-8])
 
-all: $(addprefix $(B)/,$(TOOLS)) $(UNIT) $(if $(wildcard tests/probe.c),$(B)/tests/probe)
+all: $(addprefix $(B)/,$(TOOLS)) $(B)/dsec-holder $(UNIT) $(if $(wildcard tests/probe.c),$(B)/tests/probe)
 
 $(B)/lib/%.o: libcommon/%.c $(wildcard libcommon/*.h) | $(B)/lib
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -33,6 +33,13 @@ $(B)/dsec-%: cmd/dsec-%.c $(B)/libcommon.a $(wildcard libcommon/*.h)
 
 $(B)/tests/%: tests/unit/%.c $(B)/libcommon.a $(wildcard libcommon/*.h) | $(B)/tests
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(B)/libcommon.a $(LDFLAGS) $(LDLIBS)
+
+# pid 1 of every sandbox: static and tiny, exec'd by dsec-spawn from outside the sandbox.
+# Without libc where holder.c knows the syscalls (x86_64, aarch64).
+HOLDER_FLAGS = $(if $(filter x86_64-% aarch64-%,$(shell $(CC) -dumpmachine)),\
+	-DDSEC_HOLDER_NOLIBC -nostdlib -ffreestanding -fno-stack-protector -fno-asynchronous-unwind-tables)
+$(B)/dsec-holder: libcommon/holder/holder.c | $(B)/lib
+	$(CC) -std=gnu11 -Os -Wall -Wextra -Werror -static $(HOLDER_FLAGS) -o $@ $<
 
 # A static probe run inside sandboxes to look at them from within.
 $(B)/tests/probe: tests/probe.c | $(B)/tests
@@ -80,6 +87,8 @@ install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
 		$(DESTDIR)$(MANDIR)/man7
 	install -m 0755 $(addprefix $(B)/,$(TOOLS)) $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(PREFIX)/libexec/dsec
+	install -m 0755 $(B)/dsec-holder $(DESTDIR)$(PREFIX)/libexec/dsec
 	for m in $(MANS); do install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}; done
 
 clean:

@@ -1,0 +1,218 @@
+/* dsec-reap: tear sandboxes down, by id, from records, all, expired, or orphaned. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "jsonl.h"
+#include "sandbox.h"
+#include "state.h"
+
+static const char usage[] =
+    "Usage: dsec-reap [OPTION]... ID...\n"
+    "   or: ... | dsec-reap [OPTION]...\n"
+    "   or: dsec-reap --all | --expired | --orphans\n"
+    "Kill every process of each sandbox, remove its cgroup and state (its rootfs goes with its\n"
+    "last process), and print its record with \"reaped\":true. Records on standard input pass\n"
+    "through with every member kept; a record carrying an \"error\" still has the sandbox it\n"
+    "names reaped.\n"
+    "\n"
+    "  -a, --all             reap every sandbox of the run dir, then its template namespace\n"
+    "      --expired         reap the sandboxes whose TTL has run out\n"
+    "      --orphans         clean up after crashed tools: state without a live holder, cgroups\n"
+    "                        without state, sandboxes whose creator died before handing them out\n"
+    "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
+    "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
+    "  -q, --quiet           no warnings\n"
+    "  -v, --verbose         more diagnostics\n"
+    "  -h, --help            show this help and exit\n"
+    "  -V, --version         show the version and exit\n"
+    "\n"
+    "Output: the input record (or {\"id\":…}) with \"reaped\":true.\n"
+    "Exit status: 0 all reaped, 1 some failed (unknown id), 2 usage error, 3 fatal.\n";
+
+enum { OPT_EXPIRED = DSEC_OPT_FIRST_TOOL, OPT_ORPHANS };
+
+static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
+					 {"all", no_argument, NULL, 'a'},
+					 {"expired", no_argument, NULL, OPT_EXPIRED},
+					 {"orphans", no_argument, NULL, OPT_ORPHANS},
+					 {NULL, 0, NULL, 0}};
+
+static struct dsec_paths paths;
+static int failed, out_gone;
+
+/* Emit rec (consumed). Remembers a gone reader: the rest is still reaped, silently. */
+static void emit(json_t *rec)
+{
+	struct dsec_err err;
+
+	if (!out_gone && dsec_jsonl_emit(rec, &err) < 0) {
+		out_gone = 1;
+		if (err.errnum != EPIPE)
+			dsec_err_print(&err);
+	}
+	json_decref(rec);
+}
+
+/* Reap sandbox id and put the outcome into rec (consumed, emitted). */
+static void reap_id(const char *id, json_t *rec)
+{
+	struct dsec_sandbox sb;
+	struct dsec_err err = {0};
+
+	if (dsec_sandbox_load(&paths, id, &sb, &err) < 0 ||
+	    dsec_sandbox_destroy(&paths, &sb, &err) < 0) {
+		dsec_err_print(&err);
+		failed = 1;
+		dsec_sandbox_free(&sb);
+		emit(dsec_jsonl_set_error(rec, &err, "dsec-reap"));
+		return;
+	}
+	dsec_sandbox_free(&sb);
+	json_object_set_new(rec, "reaped", json_true());
+	emit(rec);
+}
+
+static int reap_all_fn(const char *id, void *ctx)
+{
+	int expired_only = *(int *)ctx;
+
+	if (expired_only) {
+		struct dsec_sandbox sb;
+		struct dsec_err err;
+		int expired;
+
+		if (dsec_sandbox_load(&paths, id, &sb, &err) < 0)
+			return 0; /* half-made or being made: --orphans' business */
+		expired = sb.ttl_us && sb.created_us + sb.ttl_us <= dsec_wall_us();
+		dsec_sandbox_free(&sb);
+		if (!expired)
+			return 0;
+	}
+	reap_id(id, json_pack("{s:s}", "id", id));
+	return 0;
+}
+
+static int orphan_fn(const char *id, void *ctx)
+{
+	emit(json_pack("{s:s, s:b, s:b}", "id", id, "reaped", 1, "orphan", 1));
+	return 0;
+}
+
+static void reap_records(void)
+{
+	struct dsec_jsonl_reader rd;
+	struct dsec_err err;
+	json_t *rec;
+	int r;
+
+	dsec_jsonl_reader_init(&rd, stdin, "<stdin>", 0);
+	while ((r = dsec_jsonl_next(&rd, &rec, &err)) != 0) {
+		json_t *id;
+
+		if (r < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+			emit(dsec_jsonl_error_record(&err, "dsec-reap"));
+			continue;
+		}
+		id = json_object_get(rec, "id");
+		if (json_is_string(id)) {
+			reap_id(json_string_value(id), rec);
+		} else if (json_object_get(rec, "error")) {
+			emit(rec); /* failed upstream before it had a sandbox */
+		} else {
+			dsec_err_set(&err, EINVAL, "<stdin>:%lu: record without an \"id\"",
+				     rd.line);
+			dsec_err_print(&err);
+			failed = 1;
+			emit(dsec_jsonl_set_error(rec, &err, "dsec-reap"));
+		}
+	}
+	dsec_jsonl_reader_free(&rd);
+}
+
+int main(int argc, char **argv)
+{
+	struct dsec_cli cli = {.help = usage};
+	struct dsec_err err = {0};
+	int c, all = 0, expired = 0, orphans = 0, lock;
+
+	dsec_prog = "dsec-reap";
+	while ((c = getopt_long(argc, argv, "hVqva", longopts, NULL)) != -1) {
+		if (dsec_cli_common(&cli, c, optarg))
+			continue;
+		switch (c) {
+		case 'a':
+			all = 1;
+			break;
+		case OPT_EXPIRED:
+			expired = 1;
+			break;
+		case OPT_ORPHANS:
+			orphans = 1;
+			break;
+		default:
+			dsec_usage_error("unknown option");
+		}
+	}
+	if (all + expired + orphans > 1)
+		dsec_usage_error("--all, --expired and --orphans exclude each other");
+	if (all + expired + orphans && optind < argc)
+		dsec_usage_error("ids given with --all, --expired or --orphans");
+	if (!(all + expired + orphans) && optind == argc && isatty(STDIN_FILENO))
+		dsec_usage_error("no sandbox ids and no records on standard input");
+	dsec_cli_paths(&cli, &paths);
+	dsec_jsonl_init_output();
+
+	if (orphans) {
+		/* exclusive: no dsec-spawn is half-way through a sandbox while we look */
+		lock = dsec_run_lock(&paths, 1, &err);
+		if (lock < 0)
+			dsec_fatal(&err);
+		if (dsec_sandbox_orphans(&paths, orphan_fn, NULL, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+		}
+		if (dsec_run_cleanup(&paths, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+		}
+		close(lock);
+		return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
+	}
+	lock = dsec_run_lock(&paths, 0, &err);
+	if (lock < 0)
+		dsec_fatal(&err);
+	if (all || expired) {
+		int only_expired = expired;
+
+		if (dsec_sandbox_foreach(&paths, reap_all_fn, &only_expired, &err) < 0)
+			dsec_fatal(&err);
+	} else if (optind < argc) {
+		for (int i = optind; i < argc; i++)
+			reap_id(argv[i], json_pack("{s:s}", "id", argv[i]));
+	} else {
+		reap_records();
+	}
+	close(lock);
+	if (all) {
+		/* the last one out tears the template down, unless a dsec-spawn is at work */
+		char path[PATH_MAX + 8];
+
+		snprintf(path, sizeof(path), "%s/lock", paths.run);
+		lock = dsec_lock(path, 1, 0, &err);
+		if (lock >= 0) {
+			if (dsec_sandbox_orphans(&paths, orphan_fn, NULL, &err) < 0 ||
+			    dsec_run_cleanup(&paths, &err) < 0) {
+				dsec_err_print(&err);
+				failed = 1;
+			}
+			close(lock);
+		}
+	}
+	return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : out_gone ? DSEC_EXIT_FATAL : DSEC_EXIT_OK);
+}

@@ -1,0 +1,468 @@
+/* dsec-spawn: create sandboxes and print one record per sandbox. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "jsonl.h"
+#include "sandbox.h"
+#include "state.h"
+
+static const char usage[] =
+    "Usage: dsec-spawn --image IMAGE [-n N] [OPTION]...\n"
+    "   or: ... | dsec-spawn [-n N] [OPTION]...\n"
+    "Create sandboxes from IMAGE and print one JSON record per sandbox. Without --image, read\n"
+    "one spec record per line on standard input (keys: image, cpus, memory, pids, disk, net,\n"
+    "ttl, env, hostname, labels); the options then give the defaults, and every other member\n"
+    "of a record passes through to its output.\n"
+    "\n"
+    "  -i, --image IMAGE     image from the layer store (see dsec-layer)\n"
+    "  -n, --count N         create N sandboxes (per input record; default 1)\n"
+    "      --cpus F          CPU bandwidth in CPUs, e.g. 0.5 (default 1)\n"
+    "      --memory SIZE     memory limit, e.g. 512M (default 1G)\n"
+    "      --pids N          maximum number of tasks (default 512)\n"
+    "      --disk SIZE       size of the writable layer, a tmpfs (default 1G)\n"
+    "      --net MODE        none (own network namespace, loopback only; default) or host\n"
+    "      --ttl DURATION    lifetime before dsec-reap --expired takes it (default 1h; 0 = none)\n"
+    "      --env K=V         environment for commands run in it (repeatable)\n"
+    "      --hostname H      host name inside (default: the sandbox id)\n"
+    "      --label K=V       a label kept in its state and shown by dsec-ps (repeatable)\n"
+    "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
+    "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
+    "  -q, --quiet           no warnings\n"
+    "  -v, --verbose         more diagnostics\n"
+    "  -h, --help            show this help and exit\n"
+    "  -V, --version         show the version and exit\n"
+    "\n"
+    "Output: "
+    "{\"id\":…,\"image\":…,\"node\":…,\"warm\":false,\"spawn_us\":…,\"limits\":{…},\"ttl\":…}\n"
+    "Exit status: 0 all created, 1 some failed, 2 usage error, 3 fatal.\n";
+
+enum {
+	OPT_CPUS = DSEC_OPT_FIRST_TOOL,
+	OPT_MEMORY,
+	OPT_PIDS,
+	OPT_DISK,
+	OPT_NET,
+	OPT_TTL,
+	OPT_ENV,
+	OPT_HOSTNAME,
+	OPT_LABEL
+};
+
+static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
+					 {"image", required_argument, NULL, 'i'},
+					 {"count", required_argument, NULL, 'n'},
+					 {"cpus", required_argument, NULL, OPT_CPUS},
+					 {"memory", required_argument, NULL, OPT_MEMORY},
+					 {"pids", required_argument, NULL, OPT_PIDS},
+					 {"disk", required_argument, NULL, OPT_DISK},
+					 {"net", required_argument, NULL, OPT_NET},
+					 {"ttl", required_argument, NULL, OPT_TTL},
+					 {"env", required_argument, NULL, OPT_ENV},
+					 {"hostname", required_argument, NULL, OPT_HOSTNAME},
+					 {"label", required_argument, NULL, OPT_LABEL},
+					 {NULL, 0, NULL, 0}};
+
+#define MAX_MEMORY (1ULL << 50)
+#define MAX_DISK (1ULL << 50)
+#define MAX_TTL_US (3650ULL * 86400 * 1000000)
+
+/* What a sandbox is asked to be; the options make the defaults, a record overrides them. */
+struct spec {
+	const char *image;
+	struct dsec_limits lim;
+	uint64_t ttl_us;
+	enum dsec_net net;
+	const char *hostname;
+	json_t *env;    /* array of "K=V" */
+	json_t *labels; /* object */
+};
+
+static int parse_cpus(const char *s, double *out, struct dsec_err *err)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < 0.01 || v > 4096)
+		return dsec_err_set(err, ERANGE, "--cpus '%s': want a number from 0.01 to 4096", s);
+	*out = v;
+	return 0;
+}
+
+static int parse_net(const char *s, enum dsec_net *out, struct dsec_err *err)
+{
+	if (!strcmp(s, "none"))
+		*out = DSEC_NET_NONE;
+	else if (!strcmp(s, "host"))
+		*out = DSEC_NET_HOST;
+	else
+		return dsec_err_set(err, EINVAL, "--net '%s': want none or host", s);
+	return 0;
+}
+
+static int hostname_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	if (n == 0 || n > DSEC_HOSTNAME_MAX || h[0] == '-' || h[0] == '.')
+		return 0;
+	for (; *h; h++)
+		if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') ||
+		      (*h >= '0' && *h <= '9') || *h == '-' || *h == '.'))
+			return 0;
+	return 1;
+}
+
+/* "K=V" with a non-empty K free of '=' and NUL. */
+static int kv_ok(const char *s)
+{
+	const char *eq = strchr(s, '=');
+
+	return eq && eq != s;
+}
+
+/* A size or duration member: a number, or a string with a unit. */
+static int member_size(json_t *v, const char *what, uint64_t max, uint64_t *out,
+		       struct dsec_err *err)
+{
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    (uint64_t)json_integer_value(v) <= max) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if (json_is_string(v))
+		return dsec_parse_size(json_string_value(v), max, out, what, err);
+	return dsec_err_set(err, EINVAL, "'%s': want a size", what);
+}
+
+/* Apply a spec record's keys on top of the defaults in s. s->env and s->labels must be the
+ * caller's own copies (it releases them, also on failure). */
+static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
+{
+	json_t *v;
+	uint64_t u;
+
+	if ((v = json_object_get(rec, "image"))) {
+		if (!json_is_string(v))
+			return dsec_err_set(err, EINVAL, "'image': want a string");
+		s->image = json_string_value(v);
+	}
+	if ((v = json_object_get(rec, "cpus"))) {
+		if (!json_is_number(v) || json_number_value(v) < 0.01 ||
+		    json_number_value(v) > 4096)
+			return dsec_err_set(err, ERANGE, "'cpus': want a number from 0.01 to 4096");
+		s->lim.cpus = json_number_value(v);
+	}
+	if ((v = json_object_get(rec, "memory")) &&
+	    member_size(v, "memory", MAX_MEMORY, &s->lim.memory, err) < 0)
+		return -1;
+	if ((v = json_object_get(rec, "disk")) &&
+	    member_size(v, "disk", MAX_DISK, &s->lim.disk, err) < 0)
+		return -1;
+	if ((v = json_object_get(rec, "pids"))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 2 ||
+		    json_integer_value(v) > 4194304)
+			return dsec_err_set(err, ERANGE, "'pids': want a count from 2 to 4194304");
+		s->lim.pids = (uint64_t)json_integer_value(v);
+	}
+	if ((v = json_object_get(rec, "net")) &&
+	    (!json_is_string(v) || parse_net(json_string_value(v), &s->net, err) < 0))
+		return dsec_err_set(err, EINVAL, "'net': want \"none\" or \"host\"");
+	if ((v = json_object_get(rec, "ttl"))) {
+		if (json_is_number(v) && json_number_value(v) >= 0 &&
+		    json_number_value(v) * 1e6 <= (double)MAX_TTL_US)
+			s->ttl_us = (uint64_t)(json_number_value(v) * 1e6);
+		else if (!json_is_string(v) ||
+			 dsec_parse_duration(json_string_value(v), MAX_TTL_US, &u, "ttl", err) < 0)
+			return dsec_err_set(err, EINVAL, "'ttl': want seconds or a duration");
+		else
+			s->ttl_us = u;
+	}
+	if ((v = json_object_get(rec, "hostname"))) {
+		if (!json_is_string(v) || !hostname_ok(json_string_value(v)))
+			return dsec_err_set(err, EINVAL, "'hostname': not a valid host name");
+		s->hostname = json_string_value(v);
+	}
+	if ((v = json_object_get(rec, "env"))) {
+		json_t *e;
+		const char *k;
+		size_t i;
+
+		/* an array of "K=V" or an object {"K":"V"}, added to the defaults */
+		if (json_is_array(v)) {
+			json_array_foreach(v, i, e)
+			{
+				if (!json_is_string(e) || !kv_ok(json_string_value(e)))
+					return dsec_err_set(err, EINVAL,
+							    "'env': want \"K=V\" strings");
+				json_array_append(s->env, e);
+			}
+		} else if (json_is_object(v)) {
+			json_object_foreach(v, k, e)
+			{
+				if (!json_is_string(e) || !*k || strchr(k, '='))
+					return dsec_err_set(err, EINVAL,
+							    "'env': want string values");
+				json_array_append_new(
+				    s->env, json_sprintf("%s=%s", k, json_string_value(e)));
+			}
+		} else {
+			return dsec_err_set(err, EINVAL, "'env': want an array or object");
+		}
+	}
+	if ((v = json_object_get(rec, "labels"))) {
+		json_t *e;
+		const char *k;
+
+		if (!json_is_object(v))
+			return dsec_err_set(err, EINVAL, "'labels': want an object");
+		json_object_foreach(v, k, e)
+		{
+			if (!json_is_string(e))
+				return dsec_err_set(err, EINVAL, "'labels': want string values");
+			json_object_set(s->labels, k, e);
+		}
+	}
+	return 0;
+}
+
+static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, uint64_t spawn_us)
+{
+	json_t *lim = json_pack("{s:f, s:I, s:I, s:I}", "cpus", sb->limits.cpus, "memory",
+				(json_int_t)sb->limits.memory, "pids", (json_int_t)sb->limits.pids,
+				"disk", (json_int_t)sb->limits.disk);
+
+	if (sb->limits.cpus == floor(sb->limits.cpus))
+		json_object_set_new(lim, "cpus", json_integer((json_int_t)sb->limits.cpus));
+	json_object_set_new(rec, "id", json_string(sb->id));
+	json_object_set_new(rec, "image", json_string(sb->image));
+	json_object_set_new(rec, "node", json_string(sb->node));
+	json_object_set_new(rec, "warm", json_false());
+	json_object_set_new(rec, "spawn_us", json_integer((json_int_t)spawn_us));
+	json_object_set_new(rec, "limits", lim);
+	json_object_set_new(rec, "ttl",
+			    json_integer((json_int_t)((sb->ttl_us + 999999) / 1000000)));
+	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(rec, "pid", json_integer(sb->holder_pid));
+	return rec;
+}
+
+/* Create one sandbox for rec (borrowed) and emit its record. Returns 0, 1 when it failed (an
+ * error record was emitted), -1 when stdout is gone. */
+static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct spec *s)
+{
+	struct dsec_sandbox sb;
+	struct dsec_err err = {0};
+	json_t *rec = json_deep_copy(in);
+	uint64_t t0;
+	int rc;
+
+	memset(&sb, 0, sizeof(sb));
+	if (!s->image) {
+		dsec_err_set(&err, EINVAL, "no image (give --image or an \"image\" member)");
+		goto failed;
+	}
+	snprintf(sb.image, sizeof(sb.image), "%s", s->image);
+	sb.limits = s->lim;
+	sb.ttl_us = s->ttl_us;
+	sb.net = s->net;
+	if (s->hostname)
+		snprintf(sb.hostname, sizeof(sb.hostname), "%s", s->hostname);
+	sb.env = s->env;
+	sb.labels = s->labels;
+	t0 = dsec_now_us();
+	rc = dsec_sandbox_create(paths, &sb, &err);
+	sb.env = sb.labels = NULL; /* borrowed from s */
+	if (rc < 0)
+		goto failed;
+	record_for(rec, &sb, dsec_now_us() - t0);
+	if (dsec_jsonl_emit(rec, &err) < 0) {
+		/* nobody will learn of this sandbox: take it back */
+		dsec_sandbox_destroy(paths, &sb, NULL);
+		json_decref(rec);
+		dsec_err_print(&err);
+		return -1;
+	}
+	json_decref(rec);
+	if (dsec_sandbox_commit(&sb, &err) < 0)
+		dsec_err_print(&err);
+	return 0;
+failed:
+	dsec_err_print(&err);
+	dsec_jsonl_set_error(rec, &err, "dsec-spawn");
+	rc = dsec_jsonl_emit(rec, &err);
+	json_decref(rec);
+	return rc < 0 ? -1 : 1;
+}
+
+static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spec *s, long long n,
+		   int *failed)
+{
+	for (long long i = 0; i < n; i++) {
+		int r = spawn_one(paths, rec, s);
+
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			*failed = 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct dsec_cli cli = {.help = usage};
+	struct dsec_paths paths;
+	struct dsec_err err = {0};
+	struct spec def = {
+	    .lim = {DSEC_DEFAULT_CPUS, DSEC_DEFAULT_MEMORY, DSEC_DEFAULT_PIDS, DSEC_DEFAULT_DISK},
+	    .ttl_us = DSEC_DEFAULT_TTL_US,
+	    .net = DSEC_NET_NONE};
+	long long n = 1;
+	int c, failed = 0, lock;
+
+	dsec_prog = "dsec-spawn";
+	def.env = json_array();
+	def.labels = json_object();
+	while ((c = getopt_long(argc, argv, "hVqvi:n:", longopts, NULL)) != -1) {
+		uint64_t u;
+		char *eq;
+
+		if (dsec_cli_common(&cli, c, optarg))
+			continue;
+		switch (c) {
+		case 'i':
+			if (!dsec_image_name_ok(optarg))
+				dsec_usage_error("--image '%s': not an image name", optarg);
+			def.image = optarg;
+			break;
+		case 'n':
+			if (dsec_parse_count(optarg, 1, 1000000, &n, "-n", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_CPUS:
+			if (parse_cpus(optarg, &def.lim.cpus, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_MEMORY:
+			if (dsec_parse_size(optarg, MAX_MEMORY, &u, "--memory", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			if (u < (4ULL << 20))
+				dsec_usage_error("--memory '%s': at least 4M", optarg);
+			def.lim.memory = u;
+			break;
+		case OPT_PIDS:
+			if (dsec_parse_count(optarg, 2, 4194304, (long long *)&u, "--pids", &err) <
+			    0)
+				dsec_usage_error("%s", err.msg);
+			def.lim.pids = u;
+			break;
+		case OPT_DISK:
+			if (dsec_parse_size(optarg, MAX_DISK, &u, "--disk", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			if (u < (1ULL << 20))
+				dsec_usage_error("--disk '%s': at least 1M", optarg);
+			def.lim.disk = u;
+			break;
+		case OPT_NET:
+			if (parse_net(optarg, &def.net, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_TTL:
+			if (dsec_parse_duration(optarg, MAX_TTL_US, &def.ttl_us, "--ttl", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_ENV:
+			if (!kv_ok(optarg))
+				dsec_usage_error("--env '%s': want K=V", optarg);
+			json_array_append_new(def.env, json_string(optarg));
+			break;
+		case OPT_HOSTNAME:
+			if (!hostname_ok(optarg))
+				dsec_usage_error("--hostname '%s': not a valid host name", optarg);
+			def.hostname = optarg;
+			break;
+		case OPT_LABEL:
+			eq = strchr(optarg, '=');
+			if (!eq || eq == optarg)
+				dsec_usage_error("--label '%s': want K=V", optarg);
+			*eq = '\0';
+			json_object_set_new(def.labels, optarg, json_string(eq + 1));
+			break;
+		default:
+			dsec_usage_error("unknown option");
+		}
+	}
+	if (optind < argc)
+		dsec_usage_error("unexpected argument '%s'", argv[optind]);
+	if (!def.image && isatty(STDIN_FILENO))
+		dsec_usage_error("no --image and no spec records on standard input");
+	dsec_cli_paths(&cli, &paths);
+	dsec_jsonl_init_output();
+	lock = dsec_run_lock(&paths, 0, &err);
+	if (lock < 0)
+		dsec_fatal(&err);
+
+	if (def.image) {
+		json_t *rec = json_object();
+		int r = spawn_n(&paths, rec, &def, n, &failed);
+
+		json_decref(rec);
+		if (r < 0)
+			return dsec_cli_exit(DSEC_EXIT_FATAL);
+	} else {
+		struct dsec_jsonl_reader rd;
+		json_t *rec;
+		int r;
+
+		dsec_jsonl_reader_init(&rd, stdin, "<stdin>", 0);
+		while ((r = dsec_jsonl_next(&rd, &rec, &err)) != 0) {
+			struct spec s = def;
+
+			if (r < 0) {
+				dsec_err_print(&err);
+				failed = 1;
+				rec = dsec_jsonl_error_record(&err, "dsec-spawn");
+			} else if (json_object_get(rec, "error")) {
+				/* failed upstream: pass it on untouched */
+			} else {
+				s.env = json_copy(def.env);
+				s.labels = json_copy(def.labels);
+				if (spec_from_record(rec, &s, &err) < 0) {
+					dsec_errorx("<stdin>:%lu: %s", rd.line, err.msg);
+					failed = 1;
+					dsec_jsonl_set_error(rec, &err, "dsec-spawn");
+				} else {
+					r = spawn_n(&paths, rec, &s, n, &failed);
+					json_decref(s.env);
+					json_decref(s.labels);
+					json_decref(rec);
+					if (r < 0)
+						break;
+					continue;
+				}
+				json_decref(s.env);
+				json_decref(s.labels);
+			}
+			r = dsec_jsonl_emit(rec, &err);
+			json_decref(rec);
+			if (r < 0)
+				break;
+		}
+		if (r != 0) {
+			dsec_jsonl_reader_free(&rd);
+			return dsec_cli_exit(DSEC_EXIT_FATAL);
+		}
+		dsec_jsonl_reader_free(&rd);
+	}
+	close(lock);
+	json_decref(def.env);
+	json_decref(def.labels);
+	return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
+}

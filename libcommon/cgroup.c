@@ -1,0 +1,554 @@
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const ctrl_name[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids", "freezer"};
+
+/* What this host offers, found once per process in /proc/self/mountinfo. */
+static struct {
+	int done, version;
+	char v2root[DSEC_CG_PATH_MAX];
+	char v1root[DSEC_CG_NCTRL][DSEC_CG_PATH_MAX];
+	struct dsec_err err;
+} host;
+
+/* Does the space-separated or comma-separated list contain word? */
+static int has_word(const char *list, const char *word, char sep)
+{
+	size_t n = strlen(word);
+
+	for (const char *s = list; (s = strstr(s, word)); s += n)
+		if ((s == list || s[-1] == sep) && (s[n] == sep || s[n] == '\0' || s[n] == '\n'))
+			return 1;
+	return 0;
+}
+
+static int write_str(const char *dir, const char *file, const char *val, struct dsec_err *err)
+{
+	char path[DSEC_CG_PATH_MAX + 64];
+	size_t n = strlen(val);
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return dsec_err_sys(err, "open '%s'", path);
+	if (write(fd, val, n) != (ssize_t)n) {
+		dsec_err_sys(err, "write '%s' to '%s'", val, path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static ssize_t read_small(const char *dir, const char *file, char *buf, size_t n)
+{
+	char path[DSEC_CG_PATH_MAX + 64];
+	ssize_t r;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	r = read(fd, buf, n - 1);
+	close(fd);
+	if (r < 0)
+		return -1;
+	buf[r] = '\0';
+	return r;
+}
+
+static void unescape_mount(char *s)
+{
+	char *d = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] && s[3]) {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = '\0';
+}
+
+static void probe_host(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int forced = 0;
+	const char *want = getenv("DSEC_CGROUP_VERSION");
+
+	host.done = 1;
+	if (want && *want)
+		forced = atoi(want);
+	if (!f) {
+		dsec_err_sys(&host.err, "open /proc/self/mountinfo");
+		return;
+	}
+	while (getline(&line, &cap, f) > 0) {
+		/* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
+		char *fields[6] = {0}, *dash, *save = NULL, *fstype, *superopts;
+		int i = 0;
+
+		dash = strstr(line, " - ");
+		if (!dash)
+			continue;
+		*dash = '\0';
+		for (char *t = strtok_r(line, " ", &save); t && i < 6;
+		     t = strtok_r(NULL, " ", &save))
+			fields[i++] = t;
+		fstype = strtok_r(dash + 3, " ", &save);
+		strtok_r(NULL, " ", &save); /* source */
+		superopts = strtok_r(NULL, " \n", &save);
+		if (i < 5 || !fstype)
+			continue;
+		unescape_mount(fields[4]);
+		if (strlen(fields[4]) >= DSEC_CG_PATH_MAX - 80)
+			continue;
+		if (!strcmp(fstype, "cgroup2") && !host.v2root[0]) {
+			char ctl[512];
+
+			if (read_small(fields[4], "cgroup.controllers", ctl, sizeof(ctl)) >= 0 &&
+			    has_word(ctl, "memory", ' ') && has_word(ctl, "cpu", ' ') &&
+			    has_word(ctl, "pids", ' '))
+				snprintf(host.v2root, sizeof(host.v2root), "%s", fields[4]);
+		} else if (!strcmp(fstype, "cgroup") && superopts) {
+			for (int c = 0; c < DSEC_CG_NCTRL; c++)
+				if (!host.v1root[c][0] && has_word(superopts, ctrl_name[c], ','))
+					snprintf(host.v1root[c], DSEC_CG_PATH_MAX, "%s", fields[4]);
+		}
+	}
+	free(line);
+	fclose(f);
+	if (host.v2root[0] && forced != 1)
+		host.version = 2;
+	else if (host.v1root[DSEC_CG_MEMORY][0] && host.v1root[DSEC_CG_CPU][0] &&
+		 host.v1root[DSEC_CG_PIDS][0] && forced != 2)
+		host.version = 1;
+	else
+		dsec_err_set(&host.err, ENOTSUP,
+			     "no cgroup hierarchy offers the memory, cpu and pids controllers");
+}
+
+int dsec_cgroup_version(struct dsec_err *err)
+{
+	if (!host.done)
+		probe_host();
+	if (!host.version) {
+		if (err)
+			*err = host.err;
+		return -1;
+	}
+	return host.version;
+}
+
+/* The parent cgroup's name for this run dir (see cgroup.h). */
+static void parent_name(const struct dsec_paths *p, char *buf, size_t n)
+{
+	const char *env = getenv("DSEC_CGROUP_PARENT");
+	uint32_t h = 2166136261u;
+
+	if (env && *env) {
+		while (*env == '/')
+			env++;
+		snprintf(buf, n, "%s", env);
+		return;
+	}
+	if (!strcmp(p->run, DSEC_RUN_DEFAULT)) {
+		snprintf(buf, n, "dsec");
+		return;
+	}
+	for (const char *s = p->run; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	snprintf(buf, n, "dsec-%08x", h);
+}
+
+int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	char parent[128];
+	int v = dsec_cgroup_version(err);
+
+	if (v < 0)
+		return -1;
+	parent_name(p, parent, sizeof(parent));
+	memset(&sb->cg, 0, sizeof(sb->cg));
+	sb->cg.version = v;
+	if (v == 2) {
+		snprintf(sb->cg.v2, sizeof(sb->cg.v2), "%s/%s/%s", host.v2root, parent, sb->id);
+		return 0;
+	}
+	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
+		/* the freezer is not needed: killing the holder kills its pid namespace */
+		if (c == DSEC_CG_FREEZER || !host.v1root[c][0])
+			continue;
+		/* co-mounted controllers (cpu,cpuacct) share one dir */
+		snprintf(sb->cg.v1[c], DSEC_CG_PATH_MAX, "%s/%s/%s", host.v1root[c], parent,
+			 sb->id);
+		for (int d = 0; d < c; d++)
+			if (!strcmp(sb->cg.v1[c], sb->cg.v1[d]))
+				sb->cg.v1[c][0] = '\0';
+	}
+	return 0;
+}
+
+static void dirname_of(const char *path, char *buf, size_t n)
+{
+	char *s;
+
+	snprintf(buf, n, "%s", path);
+	s = strrchr(buf, '/');
+	if (s && s != buf)
+		*s = '\0';
+}
+
+/* The v2 parent needs our controllers in its subtree_control (its own parent, the hierarchy
+ * root or a delegated cgroup, must offer them: dsec never writes there). Checked once. */
+static int v2_parent(const char *dir, struct dsec_err *err)
+{
+	static char done[DSEC_CG_PATH_MAX];
+	char parent[DSEC_CG_PATH_MAX], ctl[512], want[64] = "";
+
+	dirname_of(dir, parent, sizeof(parent));
+	if (!strcmp(done, parent))
+		return 0;
+	if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+		return dsec_err_sys(err, "mkdir cgroup '%s'", parent);
+	if (read_small(parent, "cgroup.subtree_control", ctl, sizeof(ctl)) < 0)
+		return dsec_err_sys(err, "read '%s/cgroup.subtree_control'", parent);
+	if (!has_word(ctl, "memory", ' '))
+		strcat(want, "+memory ");
+	if (!has_word(ctl, "cpu", ' '))
+		strcat(want, "+cpu ");
+	if (!has_word(ctl, "pids", ' '))
+		strcat(want, "+pids ");
+	if (want[0] && write_str(parent, "cgroup.subtree_control", want, err) < 0)
+		return dsec_err_wrap(err, "enable controllers");
+	/* io is welcome but optional */
+	if (read_small(parent, "cgroup.controllers", ctl, sizeof(ctl)) >= 0 &&
+	    has_word(ctl, "io", ' ') &&
+	    read_small(parent, "cgroup.subtree_control", ctl, sizeof(ctl)) >= 0 &&
+	    !has_word(ctl, "io", ' '))
+		write_str(parent, "cgroup.subtree_control", "+io", NULL);
+	snprintf(done, sizeof(done), "%s", parent);
+	return 0;
+}
+
+static int make_dir(const char *dir, struct dsec_err *err)
+{
+	char parent[DSEC_CG_PATH_MAX];
+
+	if (mkdir(dir, 0755) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return dsec_err_sys(err, "mkdir cgroup '%s'", dir);
+	dirname_of(dir, parent, sizeof(parent));
+	if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+		return dsec_err_sys(err, "mkdir cgroup '%s'", parent);
+	if (mkdir(dir, 0755) < 0)
+		return dsec_err_sys(err, "mkdir cgroup '%s'", dir);
+	return 0;
+}
+
+int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	const struct dsec_limits *l = &sb->limits;
+	char val[64];
+
+	if (sb->cg.version == 2) {
+		const char *d = sb->cg.v2;
+
+		if (v2_parent(d, err) < 0 || make_dir(d, err) < 0)
+			return -1; /* also EEXIST: not ours to remove */
+		if (l->memory) {
+			snprintf(val, sizeof(val), "%llu", (unsigned long long)l->memory);
+			if (write_str(d, "memory.max", val, err) < 0)
+				goto fail;
+			/* swap would let a sandbox exceed --memory; absent without swap support */
+			write_str(d, "memory.swap.max", "0", NULL);
+		}
+		if (l->cpus > 0) {
+			snprintf(val, sizeof(val), "%llu 100000",
+				 (unsigned long long)(l->cpus * 100000 + 0.5));
+			if (write_str(d, "cpu.max", val, err) < 0)
+				goto fail;
+		}
+		if (l->pids) {
+			snprintf(val, sizeof(val), "%llu", (unsigned long long)l->pids);
+			if (write_str(d, "pids.max", val, err) < 0)
+				goto fail;
+		}
+		return 0;
+	}
+	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
+		if (sb->cg.v1[c][0] && make_dir(sb->cg.v1[c], err) < 0) {
+			if (err && err->errnum == EEXIST)
+				return -1; /* not ours to remove */
+			goto fail;
+		}
+	}
+	if (l->memory) {
+		const char *d = sb->cg.v1[DSEC_CG_MEMORY];
+
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)l->memory);
+		if (write_str(d, "memory.limit_in_bytes", val, err) < 0)
+			goto fail;
+		/* present only with swap accounting; keeps swap inside the limit */
+		write_str(d, "memory.memsw.limit_in_bytes", val, NULL);
+	}
+	if (l->cpus > 0) {
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)(l->cpus * 100000 + 0.5));
+		if (write_str(sb->cg.v1[DSEC_CG_CPU], "cpu.cfs_quota_us", val, err) < 0)
+			goto fail;
+	}
+	if (l->pids) {
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)l->pids);
+		if (write_str(sb->cg.v1[DSEC_CG_PIDS], "pids.max", val, err) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	dsec_cgroup_remove(sb, NULL);
+	return -1;
+}
+
+int dsec_cgroup_open(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	int fd;
+
+	if (sb->cg.version != 2)
+		return dsec_err_set(err, ENOTSUP, "cgroup v1: no cgroup fd for clone3");
+	fd = open(sb->cg.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return dsec_err_sys(err, "open cgroup '%s'", sb->cg.v2);
+	return fd;
+}
+
+int dsec_cgroup_attach(const struct dsec_sandbox *sb, pid_t pid, struct dsec_err *err)
+{
+	char val[32];
+
+	snprintf(val, sizeof(val), "%d", (int)pid);
+	if (sb->cg.version == 2)
+		return write_str(sb->cg.v2, "cgroup.procs", val, err);
+	for (int c = 0; c < DSEC_CG_NCTRL; c++)
+		if (sb->cg.v1[c][0] && write_str(sb->cg.v1[c], "cgroup.procs", val, err) < 0)
+			return -1;
+	return 0;
+}
+
+/* The dir whose cgroup.procs lists every process of the sandbox. */
+static const char *procs_dir(const struct dsec_sandbox *sb)
+{
+	if (sb->cg.version == 2)
+		return sb->cg.v2;
+	if (sb->cg.v1[DSEC_CG_PIDS][0])
+		return sb->cg.v1[DSEC_CG_PIDS];
+	return sb->cg.v1[DSEC_CG_MEMORY];
+}
+
+/* SIGKILL every pid listed in dir/cgroup.procs. Returns how many were listed, -1 when the
+ * cgroup is gone. */
+static int kill_listed(const char *dir)
+{
+	char path[DSEC_CG_PATH_MAX + 32], buf[4096];
+	int fd, n = 0;
+	ssize_t r;
+	size_t have = 0;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while ((r = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		char *s = buf, *nl;
+
+		have += (size_t)r;
+		buf[have] = '\0';
+		while ((nl = strchr(s, '\n'))) {
+			*nl = '\0';
+			if (*s) {
+				kill((pid_t)atoi(s), SIGKILL);
+				n++;
+			}
+			s = nl + 1;
+		}
+		have = strlen(s);
+		memmove(buf, s, have);
+	}
+	close(fd);
+	return n;
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+
+	nanosleep(&ts, NULL);
+}
+
+int dsec_cgroup_kill(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	const char *d = procs_dir(sb);
+	int used_kill = 0;
+
+	if (!d[0])
+		return 0;
+	if (sb->cg.version == 2 && write_str(d, "cgroup.kill", "1", NULL) == 0)
+		used_kill = 1;
+	for (int i = 0; i < 5000; i++) {
+		int n;
+
+		if (used_kill) {
+			char ev[256];
+
+			if (read_small(d, "cgroup.events", ev, sizeof(ev)) < 0)
+				return 0;
+			n = strstr(ev, "populated 1") != NULL;
+		} else {
+			n = kill_listed(d);
+		}
+		if (n <= 0)
+			return 0;
+		sleep_us(i < 100 ? 100 : 1000);
+	}
+	return dsec_err_set(err, EBUSY, "processes in cgroup '%s' do not die", d);
+}
+
+static int rmdir_retry(const char *dir, struct dsec_err *err)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY)
+			break;
+		sleep_us(i < 100 ? 100 : 1000);
+	}
+	return dsec_err_sys(err, "rmdir cgroup '%s'", dir);
+}
+
+int dsec_cgroup_remove(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	int rc = 0;
+
+	if (sb->cg.version == 2)
+		return sb->cg.v2[0] ? rmdir_retry(sb->cg.v2, err) : 0;
+	for (int c = 0; c < DSEC_CG_NCTRL; c++)
+		if (sb->cg.v1[c][0] && rmdir_retry(sb->cg.v1[c], err) < 0)
+			rc = -1;
+	return rc;
+}
+
+static uint64_t read_u64(const char *dir, const char *file)
+{
+	char buf[64];
+
+	if (!dir[0] || read_small(dir, file, buf, sizeof(buf)) < 0)
+		return 0;
+	return strtoull(buf, NULL, 10);
+}
+
+int dsec_cgroup_stats(const struct dsec_sandbox *sb, struct dsec_cgroup_stats *st,
+		      struct dsec_err *err)
+{
+	memset(st, 0, sizeof(*st));
+	if (sb->cg.version == 2) {
+		char buf[1024], *s;
+
+		st->memory = read_u64(sb->cg.v2, "memory.current");
+		st->pids = read_u64(sb->cg.v2, "pids.current");
+		if (read_small(sb->cg.v2, "cpu.stat", buf, sizeof(buf)) >= 0 &&
+		    (s = strstr(buf, "usage_usec ")))
+			st->cpu_us = strtoull(s + 11, NULL, 10);
+		return 0;
+	}
+	st->memory = read_u64(sb->cg.v1[DSEC_CG_MEMORY], "memory.usage_in_bytes");
+	st->pids = read_u64(sb->cg.v1[DSEC_CG_PIDS], "pids.current");
+	if (sb->cg.v1[DSEC_CG_CPUACCT][0])
+		st->cpu_us = read_u64(sb->cg.v1[DSEC_CG_CPUACCT], "cpuacct.usage") / 1000;
+	else
+		st->cpu_us = read_u64(sb->cg.v1[DSEC_CG_CPU], "cpuacct.usage") / 1000;
+	return 0;
+}
+
+/* The parent dirs of this run dir, one per hierarchy in use. */
+static int parent_dirs(const struct dsec_paths *p, char dirs[][DSEC_CG_PATH_MAX],
+		       struct dsec_err *err)
+{
+	char parent[128];
+	int v = dsec_cgroup_version(err), n = 0;
+
+	if (v < 0)
+		return -1;
+	parent_name(p, parent, sizeof(parent));
+	if (v == 2) {
+		snprintf(dirs[n++], DSEC_CG_PATH_MAX, "%s/%s", host.v2root, parent);
+		return n;
+	}
+	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
+		if (!host.v1root[c][0])
+			continue;
+		snprintf(dirs[n], DSEC_CG_PATH_MAX, "%s/%s", host.v1root[c], parent);
+		for (int d = 0; d < n; d++)
+			if (!strcmp(dirs[d], dirs[n]))
+				n--;
+		n++;
+	}
+	return n;
+}
+
+int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx,
+			struct dsec_err *err)
+{
+	char dirs[DSEC_CG_NCTRL][DSEC_CG_PATH_MAX];
+	int n = parent_dirs(p, dirs, err);
+
+	if (n < 0)
+		return -1;
+	/* every hierarchy: a crash may have left a dir in one and not in another; a name seen
+	 * twice is reported twice, the callback is idempotent */
+	for (int i = 0; i < n; i++) {
+		DIR *d = opendir(dirs[i]);
+		struct dirent *e;
+
+		if (!d)
+			continue;
+		while ((e = readdir(d))) {
+			if (e->d_type != DT_DIR || e->d_name[0] == '.')
+				continue;
+			if (fn(e->d_name, ctx) < 0)
+				break;
+		}
+		closedir(d);
+	}
+	return 0;
+}
+
+int dsec_cgroup_remove_parent(const struct dsec_paths *p, struct dsec_err *err)
+{
+	char dirs[DSEC_CG_NCTRL][DSEC_CG_PATH_MAX];
+	int n = parent_dirs(p, dirs, err), rc = 0;
+
+	if (n < 0)
+		return -1;
+	if (getenv("DSEC_CGROUP_PARENT"))
+		return 0; /* not ours to remove */
+	for (int i = 0; i < n; i++)
+		if (rmdir(dirs[i]) < 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY)
+			rc = dsec_err_sys(err, "rmdir cgroup '%s'", dirs[i]);
+	return rc;
+}

@@ -1,0 +1,71 @@
+/* One cgroup per sandbox, under a parent owned by dsec: cgroup v2 when a cgroup2 mount offers
+ * the memory, cpu and pids controllers, else cgroup v1 (one dir per controller). dsec never
+ * writes the settings of a hierarchy's root cgroup, only of the cgroups it makes.
+ *
+ * Parent name: "dsec" for the default run dir (/run/dsec), "dsec-<8 hex of a hash of the run
+ * dir>" otherwise, so test run dirs never see each other's cgroups. $DSEC_CGROUP_PARENT
+ * overrides it (a name or path relative to the hierarchy root, e.g. "system.slice/dsec").
+ *
+ *   v2: <cgroup2 mount>/<parent>/<id>         (the parent's cgroup.subtree_control enables
+ *                                              memory cpu pids [io])
+ *   v1: /sys/fs/cgroup/<ctrl>/<parent>/<id>   for ctrl in memory cpu cpuacct pids freezer
+ */
+#ifndef DSEC_CGROUP_H
+#define DSEC_CGROUP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "sandbox.h"
+#include "state.h"
+
+struct dsec_cgroup_stats {
+	uint64_t memory; /* bytes in use (memory.current / memory.usage_in_bytes) */
+	uint64_t cpu_us; /* CPU time used (cpu.stat usage_usec / cpuacct.usage) */
+	uint64_t pids;   /* tasks (pids.current) */
+};
+
+/* Which version this host gives dsec: 2 or 1, or -1 with err when neither offers memory, cpu
+ * and pids. Cached for the process. */
+int dsec_cgroup_version(struct dsec_err *err);
+
+/* Fill sb->cg with the paths for sandbox sb->id (nothing created). 0 or -1. */
+int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Create the cgroup(s) of sb (parents as needed) and write sb->limits. 0 or -1 (anything made
+ * is removed again). */
+int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* An O_DIRECTORY fd of the v2 cgroup for clone3(CLONE_INTO_CGROUP). -1 with errnum ENOTSUP on
+ * v1. Caller closes. */
+int dsec_cgroup_open(const struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Move process pid (0: the caller) into the sandbox's cgroup(s) (cgroup.procs of each). 0 or -1.
+ * Safe after fork and in a CLONE_VM child (no allocation). */
+int dsec_cgroup_attach(const struct dsec_sandbox *sb, pid_t pid, struct dsec_err *err);
+
+/* Kill every process in the sandbox's cgroup(s): cgroup.kill on v2 when available, else freeze,
+ * SIGKILL each pid in cgroup.procs, thaw, repeat until empty. Waits (bounded) until empty.
+ * Tolerant of a missing cgroup. 0 or -1. */
+int dsec_cgroup_kill(const struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Remove the sandbox's cgroup dir(s) (rmdir; retries while the last tasks exit). Tolerant of
+ * missing dirs. 0 or -1. */
+int dsec_cgroup_remove(const struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Usage of the sandbox's cgroup. Fields that cannot be read are 0. 0 or -1. */
+int dsec_cgroup_stats(const struct dsec_sandbox *sb, struct dsec_cgroup_stats *st,
+		      struct dsec_err *err);
+
+/* Callback for each sandbox cgroup (child dir of the parent) in every hierarchy in use, by name;
+ * a name present in several v1 hierarchies comes once per hierarchy. */
+typedef int (*dsec_cgroup_fn)(const char *name, void *ctx);
+int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx,
+			struct dsec_err *err);
+
+/* rmdir the parent cgroup(s) of this run dir when empty (after the last sandbox). 0 or -1;
+ * EBUSY is not an error. */
+int dsec_cgroup_remove_parent(const struct dsec_paths *p, struct dsec_err *err);
+
+#endif

@@ -1,0 +1,513 @@
+#include "ns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Name of a layer's mount point in the template: 32 hex digits (128 bits) of its sha256 keep
+ * the overlay's option string short enough for 64 layers in one page. */
+#define LAYER_MNT_HEX 32
+
+const char *dsec_layer_hex(const char *layer_id)
+{
+	const char *c = strchr(layer_id, ':');
+
+	return c ? c + 1 : layer_id;
+}
+
+static int is_mntns(int fd)
+{
+	return ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNS;
+}
+
+static void template_dir(const struct dsec_paths *p, char *buf, const char *name)
+{
+	snprintf(buf, PATH_MAX, "%s/template%s%s", p->run, name ? "/" : "", name ? name : "");
+}
+
+static int open_pin(const struct dsec_paths *p)
+{
+	char pin[PATH_MAX];
+	int fd;
+
+	template_dir(p, pin, "mnt");
+	fd = open(pin, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	if (!is_mntns(fd)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int dsec_template_exists(const struct dsec_paths *p)
+{
+	int fd = open_pin(p);
+
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
+static ssize_t read_full(int fd, void *buf, size_t n)
+{
+	ssize_t r;
+
+	do
+		r = read(fd, buf, n);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* The child that makes the template: a copy of our mount namespace, a tmpfs pivoted to its root,
+ * everything of the host detached. One pivot_root per run dir, not per sandbox. */
+static void template_child(const char *tdir, int sync)
+{
+	struct dsec_err err = {0};
+	char c;
+
+	if (unshare(CLONE_NEWNS) < 0) {
+		dsec_err_sys(&err, "unshare mount namespace");
+		goto fail;
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		dsec_err_sys(&err, "make mounts private");
+		goto fail;
+	}
+	if (mount("dsec-template", tdir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=4m") < 0) {
+		dsec_err_sys(&err, "mount template tmpfs on '%s'", tdir);
+		goto fail;
+	}
+	if (chdir(tdir) < 0 || mkdir("old", 0700) < 0 || syscall(SYS_pivot_root, ".", "old") < 0 ||
+	    chdir("/") < 0) {
+		dsec_err_sys(&err, "pivot_root into template");
+		goto fail;
+	}
+	if (umount2("/old", MNT_DETACH) < 0 || rmdir("/old") < 0) {
+		dsec_err_sys(&err, "detach host mounts");
+		goto fail;
+	}
+	if (mkdir("/l", 0700) < 0 || mkdir("/sb", 0700) < 0) {
+		dsec_err_sys(&err, "mkdir in template");
+		goto fail;
+	}
+	if (write(sync, &err, sizeof(err)) != sizeof(err))
+		_exit(1);
+	/* stay until the parent has pinned our namespace */
+	read_full(sync, &c, 1);
+	_exit(0);
+fail:
+	if (write(sync, &err, sizeof(err)) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+static int template_create(const struct dsec_paths *p, struct dsec_err *err)
+{
+	char tdir[PATH_MAX], pin[PATH_MAX], nspath[64];
+	struct dsec_err cerr;
+	int sv[2], fd, status, rc = -1;
+	pid_t pid;
+
+	template_dir(p, tdir, NULL);
+	template_dir(p, pin, "mnt");
+	/* a stale template (its pin gone, e.g. after a reboot of the run dir): start clean */
+	umount2(pin, MNT_DETACH | UMOUNT_NOFOLLOW);
+	if (dsec_rmtree(tdir, err) < 0)
+		return dsec_err_wrap(err, "remove stale template");
+	if (dsec_mkdir_p(tdir, 0700, err) < 0)
+		return -1;
+	fd = open(pin, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return dsec_err_sys(err, "create '%s'", pin);
+	close(fd);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return dsec_err_sys(err, "socketpair");
+	pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return dsec_err_sys(err, "fork");
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		template_child(tdir, sv[1]);
+	}
+	close(sv[1]);
+	if (read_full(sv[0], &cerr, sizeof(cerr)) != sizeof(cerr)) {
+		dsec_err_set(err, EIO, "template: child died");
+		goto out;
+	}
+	if (cerr.errnum || cerr.msg[0]) {
+		*err = cerr;
+		dsec_err_wrap(err, "template");
+		goto out;
+	}
+	snprintf(nspath, sizeof(nspath), "/proc/%d/ns/mnt", (int)pid);
+	if (mount(nspath, pin, NULL, MS_BIND, NULL) < 0) {
+		dsec_err_sys(err, "pin template namespace on '%s'", pin);
+		goto out;
+	}
+	rc = 0;
+out:
+	close(sv[0]); /* lets the child go */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
+int dsec_template_open(const struct dsec_paths *p, struct dsec_err *err)
+{
+	char lock[PATH_MAX];
+	int fd, lfd;
+
+	fd = open_pin(p);
+	if (fd >= 0)
+		return fd;
+	if (dsec_mkdir_p(p->run, 0755, err) < 0)
+		return -1;
+	snprintf(lock, sizeof(lock), "%s/template.lock", p->run);
+	lfd = dsec_lock(lock, 1, 1, err);
+	if (lfd < 0)
+		return -1;
+	fd = open_pin(p);
+	if (fd < 0 && template_create(p, err) == 0) {
+		fd = open_pin(p);
+		if (fd < 0)
+			dsec_err_sys(err, "open template namespace");
+	}
+	close(lfd);
+	return fd;
+}
+
+/* A detached read-only mount of one layer, made in our namespace where the store is visible. */
+static int layer_mount_fd(const struct dsec_layer_ref *l, struct dsec_err *err)
+{
+	if (l->format == DSEC_LAYER_EROFS) {
+		int fs = fsopen("erofs", FSOPEN_CLOEXEC), m;
+
+		if (fs < 0)
+			return dsec_err_sys(err, "fsopen erofs");
+		if (fsconfig(fs, FSCONFIG_SET_STRING, "source", l->path, 0) < 0 ||
+		    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+			dsec_err_sys(err, "mount erofs '%s'", l->path);
+			close(fs);
+			return -1;
+		}
+		m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+		close(fs);
+		if (m < 0)
+			return dsec_err_sys(err, "fsmount erofs '%s'", l->path);
+		return m;
+	} else {
+		struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV};
+		int m = open_tree(AT_FDCWD, l->path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+
+		if (m < 0)
+			return dsec_err_sys(err, "bind layer '%s'", l->path);
+		if (mount_setattr(m, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+			dsec_err_sys(err, "make layer '%s' read-only", l->path);
+			close(m);
+			return -1;
+		}
+		return m;
+	}
+}
+
+static void layer_mnt_name(const char *layer_id, char *buf, size_t n)
+{
+	snprintf(buf, n, "/l/%.*s", LAYER_MNT_HEX, dsec_layer_hex(layer_id));
+}
+
+/* Helper process: detached mounts made here, then attached inside the template. */
+static void layers_child(const struct dsec_image *img, const int *need, int tmplfd, int out)
+{
+	struct dsec_err err = {0};
+	int fds[DSEC_MAX_LAYERS];
+
+	for (unsigned i = 0; i < img->n; i++) {
+		fds[i] = -1;
+		if (need[i] && (fds[i] = layer_mount_fd(&img->layer[i], &err)) < 0)
+			goto fail;
+	}
+	if (setns(tmplfd, CLONE_NEWNS) < 0) {
+		dsec_err_sys(&err, "enter template");
+		goto fail;
+	}
+	for (unsigned i = 0; i < img->n; i++) {
+		char mnt[64];
+		struct stat st, pst;
+
+		if (fds[i] < 0)
+			continue;
+		layer_mnt_name(img->layer[i].id, mnt, sizeof(mnt));
+		if (mkdir(mnt, 0755) < 0 && errno != EEXIST) {
+			dsec_err_sys(&err, "mkdir '%s' in template", mnt);
+			goto fail;
+		}
+		if (stat(mnt, &st) == 0 && stat("/l", &pst) == 0 && st.st_dev != pst.st_dev)
+			continue; /* mounted by an earlier helper that died before its marker */
+		if (move_mount(fds[i], "", AT_FDCWD, mnt, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+			dsec_err_sys(&err, "attach layer '%s' in template", img->layer[i].id);
+			goto fail;
+		}
+	}
+	_exit(0);
+fail:
+	if (write(out, &err, sizeof(err)) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct dsec_image *img,
+			 struct dsec_err *err)
+{
+	char dir[PATH_MAX], lock[PATH_MAX], marker[PATH_MAX];
+	int need[DSEC_MAX_LAYERS], nneed = 0, lfd, pfd[2], status, rc = -1;
+	struct dsec_err cerr;
+	pid_t pid;
+
+	template_dir(p, dir, "layers");
+	for (unsigned i = 0; i < img->n; i++) {
+		snprintf(marker, sizeof(marker), "%s/%s", dir, dsec_layer_hex(img->layer[i].id));
+		need[i] = access(marker, F_OK) < 0;
+		nneed += need[i];
+	}
+	if (!nneed)
+		return 0;
+	snprintf(lock, sizeof(lock), "%s/template.lock", p->run);
+	lfd = dsec_lock(lock, 1, 1, err);
+	if (lfd < 0)
+		return -1;
+	nneed = 0;
+	for (unsigned i = 0; i < img->n; i++) {
+		snprintf(marker, sizeof(marker), "%s/%s", dir, dsec_layer_hex(img->layer[i].id));
+		need[i] = access(marker, F_OK) < 0;
+		nneed += need[i];
+	}
+	if (!nneed) {
+		close(lfd);
+		return 0;
+	}
+	if (dsec_mkdir_p(dir, 0700, err) < 0)
+		goto out;
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		dsec_err_sys(err, "pipe");
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		dsec_err_sys(err, "fork");
+		close(pfd[0]);
+		close(pfd[1]);
+		goto out;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		layers_child(img, need, tmplfd, pfd[1]);
+	}
+	close(pfd[1]);
+	if (read_full(pfd[0], &cerr, sizeof(cerr)) == sizeof(cerr)) {
+		*err = cerr;
+		close(pfd[0]);
+		waitpid(pid, &status, 0);
+		goto out;
+	}
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		dsec_err_set(err, EIO, "mount layers in template: helper failed");
+		goto out;
+	}
+	for (unsigned i = 0; i < img->n; i++) {
+		int fd;
+
+		if (!need[i])
+			continue;
+		snprintf(marker, sizeof(marker), "%s/%s", dir, dsec_layer_hex(img->layer[i].id));
+		fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			dsec_err_sys(err, "create '%s'", marker);
+			goto out;
+		}
+		close(fd);
+	}
+	rc = 0;
+out:
+	close(lfd);
+	return rc;
+}
+
+int dsec_template_destroy(const struct dsec_paths *p, struct dsec_err *err)
+{
+	char tdir[PATH_MAX], pin[PATH_MAX];
+
+	template_dir(p, tdir, NULL);
+	template_dir(p, pin, "mnt");
+	if (umount2(pin, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+		return dsec_err_sys(err, "unmount template pin '%s'", pin);
+	return dsec_rmtree(tdir, err);
+}
+
+int dsec_rootfs_overlay_opts(const struct dsec_image *img, struct dsec_rootfs_spec *spec,
+			     struct dsec_err *err)
+{
+	size_t n = sizeof(spec->overlay_opts), len = 0;
+	char *s = spec->overlay_opts;
+
+	if (img->n == 0)
+		return dsec_err_set(err, EINVAL, "image '%s' has no layers", img->name);
+	len += (size_t)snprintf(s + len, n - len, "lowerdir=");
+	for (unsigned i = img->n; i-- > 0 && len < n;) {
+		char mnt[64];
+
+		layer_mnt_name(img->layer[i].id, mnt, sizeof(mnt));
+		len += (size_t)snprintf(s + len, n - len, "%s%s", mnt, i ? ":" : "");
+	}
+	if (len < n)
+		len += (size_t)snprintf(s + len, n - len, ",upperdir=/sb/u,workdir=/sb/w");
+	if (len >= n - 1)
+		return dsec_err_set(err, E2BIG, "image '%s': too many layers", img->name);
+	return 0;
+}
+
+static int mknod_dev(const char *name, unsigned maj, unsigned min, struct dsec_err *err)
+{
+	if (mknod(name, S_IFCHR | 0666, makedev(maj, min)) < 0)
+		return dsec_err_sys(err, "mknod '%s'", name);
+	/* the umask may have taken bits away */
+	if (chmod(name, 0666) < 0)
+		return dsec_err_sys(err, "chmod '%s'", name);
+	return 0;
+}
+
+static int mkdir_maybe(const char *path, mode_t mode, struct dsec_err *err)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return dsec_err_sys(err, "mkdir '%s'", path);
+	return 0;
+}
+
+/* /dev: its own small tmpfs (it also holds /dev/shm) with the usual nodes and a private devpts. */
+static int setup_dev(uint64_t disk, struct dsec_err *err)
+{
+	static const struct {
+		const char *name;
+		unsigned maj, min;
+	} nodes[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
+		     {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+	static const struct {
+		const char *name, *target;
+	} links[] = {{"ptmx", "pts/ptmx"},
+		     {"fd", "/proc/self/fd"},
+		     {"stdin", "/proc/self/fd/0"},
+		     {"stdout", "/proc/self/fd/1"},
+		     {"stderr", "/proc/self/fd/2"}};
+	char opts[64];
+	uint64_t size = disk < (64ULL << 20) ? disk : (64ULL << 20);
+
+	if (mkdir_maybe("/dev", 0755, err) < 0)
+		return -1;
+	snprintf(opts, sizeof(opts), "mode=0755,size=%llu", (unsigned long long)size);
+	if (mount("dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, opts) < 0)
+		return dsec_err_sys(err, "mount /dev");
+	if (chdir("/dev") < 0)
+		return dsec_err_sys(err, "chdir /dev");
+	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
+		if (mknod_dev(nodes[i].name, nodes[i].maj, nodes[i].min, err) < 0)
+			return -1;
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		if (symlink(links[i].target, links[i].name) < 0)
+			return dsec_err_sys(err, "symlink /dev/%s", links[i].name);
+	if (mkdir("pts", 0755) < 0 || mkdir("shm", 01777) < 0 || chmod("shm", 01777) < 0)
+		return dsec_err_sys(err, "mkdir /dev/pts, /dev/shm");
+	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		return dsec_err_sys(err, "mount /dev/pts");
+	if (chdir("/") < 0)
+		return dsec_err_sys(err, "chdir /");
+	return 0;
+}
+
+static int loopback_up(struct dsec_err *err)
+{
+	struct ifreq ifr = {0};
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return dsec_err_sys(err, "socket");
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		dsec_err_sys(err, "get flags of lo");
+		close(s);
+		return -1;
+	}
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) {
+		dsec_err_sys(err, "bring lo up");
+		close(s);
+		return -1;
+	}
+	close(s);
+	return 0;
+}
+
+int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
+{
+	char opts[128];
+	uint64_t inodes = spec->disk / 4096;
+
+	if (inodes < 16384)
+		inodes = 16384;
+	umask(022);
+	if (setns(spec->template_fd, CLONE_NEWNS) < 0)
+		return dsec_err_sys(err, "enter template mount namespace");
+	if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) < 0)
+		return dsec_err_sys(err, "unshare mount and cgroup namespaces");
+	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%llu",
+		 (unsigned long long)spec->disk, (unsigned long long)inodes);
+	if (mount("dsec", "/sb", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return dsec_err_sys(err, "mount tmpfs (--disk %llu)",
+				    (unsigned long long)spec->disk);
+	if (mkdir("/sb/u", 0755) < 0 || mkdir("/sb/w", 0700) < 0 || mkdir("/sb/r", 0755) < 0)
+		return dsec_err_sys(err, "mkdir in sandbox tmpfs");
+	if (mount("overlay", "/sb/r", "overlay", 0, spec->overlay_opts) < 0)
+		return dsec_err_sys(err, "mount overlay");
+	/* the overlay becomes / of this namespace: nothing of the template stays reachable */
+	if (chdir("/sb/r") < 0)
+		return dsec_err_sys(err, "chdir rootfs");
+	if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
+		return dsec_err_sys(err, "move rootfs to /");
+	if (chroot(".") < 0 || chdir("/") < 0)
+		return dsec_err_sys(err, "chroot");
+	/* from here on, paths resolve inside the sandbox: a symlink the image planted at /proc or
+	 * /dev can only point elsewhere inside it */
+	if (mkdir_maybe("/proc", 0555, err) < 0)
+		return -1;
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return dsec_err_sys(err, "mount /proc");
+	if (setup_dev(spec->disk, err) < 0)
+		return -1;
+	if (spec->hostname && sethostname(spec->hostname, strlen(spec->hostname)) < 0)
+		return dsec_err_sys(err, "sethostname '%s'", spec->hostname);
+	if (spec->loopback && loopback_up(err) < 0)
+		return -1;
+	return 0;
+}

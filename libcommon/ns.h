@@ -1,0 +1,61 @@
+/* Namespaces and mounts of a sandbox.
+ *
+ * The template mount namespace, one per run dir: its root is a private tmpfs holding
+ *   /l/<hex>   each layer any sandbox of this run dir uses, mounted read-only once (EROFS straight
+ *              from the layer file, or a bind mount of a dir-format layer)
+ *   /sb        an empty dir where each sandbox mounts its own tmpfs
+ * and nothing of the host (made by one pivot_root at creation). It is pinned by a bind mount of
+ * its nsfs file on $DSEC_RUN/template/mnt, so it needs no process. A sandbox enters it, unshares a
+ * copy (cost: a handful of mounts, whatever the number of sandboxes), mounts its tmpfs on /sb and
+ * the overlay on /sb/r, moves the overlay onto / and chroots: no pivot_root per sandbox, nothing
+ * above the root to escape to, and the host's mount table never changes. */
+#ifndef DSEC_NS_H
+#define DSEC_NS_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "state.h"
+#include "store.h"
+
+/* What the sandbox child needs to build its rootfs, prepared by the parent before clone so the
+ * child does not allocate. */
+struct dsec_rootfs_spec {
+	int template_fd;         /* the template mount namespace (nsfs fd) */
+	char overlay_opts[4096]; /* "lowerdir=/l/<top>:…,upperdir=/sb/u,workdir=/sb/w,…" */
+	uint64_t disk;           /* bytes for the tmpfs holding upper and work */
+	const char *hostname;    /* NULL: leave */
+	int loopback;            /* bring lo up (own network namespace) */
+};
+
+/* Open the template mount namespace of this run dir, creating it when missing or stale. Takes
+ * $DSEC_RUN/template.lock while it creates. Returns an O_CLOEXEC fd or -1. */
+int dsec_template_open(const struct dsec_paths *p, struct dsec_err *err);
+
+/* Make sure every layer of img is mounted in the template (tmplfd from dsec_template_open).
+ * Forks a helper for the layers not mounted yet; a marker under $DSEC_RUN/template/layers
+ * remembers each. 0 or -1. */
+int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct dsec_image *img,
+			 struct dsec_err *err);
+
+/* Tear the template down: unmount its pin and remove $DSEC_RUN/template. Live sandboxes keep
+ * their own copies of the layer mounts. 0 or -1. */
+int dsec_template_destroy(const struct dsec_paths *p, struct dsec_err *err);
+
+/* Is the template of this run dir present (pinned)? 1 or 0. */
+int dsec_template_exists(const struct dsec_paths *p);
+
+/* Fill spec->overlay_opts for img (lowerdirs top first). 0 or -1 (too many/long layers). */
+int dsec_rootfs_overlay_opts(const struct dsec_image *img, struct dsec_rootfs_spec *spec,
+			     struct dsec_err *err);
+
+/* In the sandbox's first process (pid 1 of a new pid namespace, in new uts/ipc/net namespaces):
+ * enter the template, unshare mount and cgroup namespaces, mount tmpfs, overlay, /proc, /dev,
+ * move the overlay to / and chroot into it, set the hostname, bring lo up. Safe after fork
+ * (no allocation). 0 or -1. */
+int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err);
+
+/* The hex part of "sha256:<hex>" (or the id itself when it has no prefix). */
+const char *dsec_layer_hex(const char *layer_id);
+
+#endif

@@ -1,0 +1,811 @@
+#include "sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "ns.h"
+
+#define STATE_FILE "sandbox.json"
+#define STATE_MODE 0600
+#define STATE_PENDING_MODE 0400
+#define STATE_MAX (1 << 20)
+
+/* clone3's argument, declared here: <linux/sched.h> clashes with <sched.h>. */
+struct clone_args_v2 {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
+};
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+int dsec_sandbox_id_ok(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n < 4 || n >= DSEC_ID_MAX || strncmp(id, "sb-", 3) != 0)
+		return 0;
+	for (const char *s = id + 3; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return 0;
+	return 1;
+}
+
+int dsec_sandbox_new_id(char *buf, struct dsec_err *err)
+{
+	unsigned char r[6];
+
+	if (getrandom(r, sizeof(r), 0) != sizeof(r))
+		return dsec_err_sys(err, "getrandom");
+	snprintf(buf, DSEC_ID_MAX, "sb-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4],
+		 r[5]);
+	return 0;
+}
+
+static void state_dir(const struct dsec_paths *p, const char *id, char *buf)
+{
+	snprintf(buf, PATH_MAX, "%s/sandboxes/%s", p->run, id);
+}
+
+static json_t *cpus_json(double cpus)
+{
+	if (cpus == (double)(long long)cpus)
+		return json_integer((json_int_t)cpus);
+	return json_real(cpus);
+}
+
+json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
+{
+	json_t *o = json_object(), *layers = json_array(), *cg = json_object();
+
+	for (unsigned i = 0; i < sb->nlayers; i++)
+		json_array_append_new(layers, json_string(sb->layers[i]));
+	json_object_set_new(o, "id", json_string(sb->id));
+	json_object_set_new(o, "image", json_string(sb->image));
+	json_object_set_new(o, "node", json_string(sb->node));
+	json_object_set_new(o, "layers", layers);
+	json_object_set_new(o, "limits",
+			    json_pack("{s:o, s:I, s:I, s:I}", "cpus", cpus_json(sb->limits.cpus),
+				      "memory", (json_int_t)sb->limits.memory, "pids",
+				      (json_int_t)sb->limits.pids, "disk",
+				      (json_int_t)sb->limits.disk));
+	json_object_set_new(o, "created", json_integer((json_int_t)sb->created_us));
+	json_object_set_new(o, "ttl_us", json_integer((json_int_t)sb->ttl_us));
+	json_object_set_new(o, "hostname", json_string(sb->hostname));
+	if (sb->env)
+		json_object_set(o, "env", sb->env);
+	else
+		json_object_set_new(o, "env", json_array());
+	if (sb->labels)
+		json_object_set(o, "labels", sb->labels);
+	else
+		json_object_set_new(o, "labels", json_object());
+	json_object_set_new(o, "holder",
+			    json_pack("{s:i, s:I}", "pid", (int)sb->holder_pid, "start",
+				      (json_int_t)sb->holder_start));
+	json_object_set_new(cg, "version", json_integer(sb->cg.version));
+	if (sb->cg.version == 2) {
+		json_object_set_new(cg, "path", json_string(sb->cg.v2));
+	} else if (sb->cg.version == 1) {
+		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids",
+								 "freezer"};
+		json_t *paths = json_object();
+
+		for (int c = 0; c < DSEC_CG_NCTRL; c++)
+			if (sb->cg.v1[c][0])
+				json_object_set_new(paths, names[c], json_string(sb->cg.v1[c]));
+		json_object_set_new(cg, "paths", paths);
+	}
+	json_object_set_new(o, "cgroup", cg);
+	json_object_set_new(o, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	if (sb->userns)
+		json_object_set_new(o, "userns",
+				    json_pack("{s:I, s:I, s:I}", "uid", (json_int_t)sb->uid_base,
+					      "gid", (json_int_t)sb->gid_base, "count",
+					      (json_int_t)sb->id_count));
+	else
+		json_object_set_new(o, "userns", json_null());
+	return o;
+}
+
+static int copy_str(char *dst, size_t n, json_t *v, const char *what, struct dsec_err *err)
+{
+	const char *s = json_string_value(v);
+
+	if (!s || strlen(s) >= n)
+		return dsec_err_set(err, EINVAL, "bad '%s'", what);
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+static int from_json(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	json_t *v, *lim, *cg;
+	size_t i;
+
+	if (copy_str(sb->id, sizeof(sb->id), json_object_get(o, "id"), "id", err) < 0 ||
+	    copy_str(sb->image, sizeof(sb->image), json_object_get(o, "image"), "image", err) < 0)
+		return -1;
+	copy_str(sb->node, sizeof(sb->node), json_object_get(o, "node"), "node", NULL);
+	copy_str(sb->hostname, sizeof(sb->hostname), json_object_get(o, "hostname"), "hostname",
+		 NULL);
+	json_array_foreach(json_object_get(o, "layers"), i, v)
+	{
+		if (sb->nlayers >= DSEC_MAX_LAYERS ||
+		    copy_str(sb->layers[sb->nlayers], sizeof(sb->layers[0]), v, "layers", err) < 0)
+			return dsec_err_set(err, EINVAL, "bad 'layers'");
+		sb->nlayers++;
+	}
+	lim = json_object_get(o, "limits");
+	sb->limits.cpus = json_number_value(json_object_get(lim, "cpus"));
+	sb->limits.memory = (uint64_t)json_integer_value(json_object_get(lim, "memory"));
+	sb->limits.pids = (uint64_t)json_integer_value(json_object_get(lim, "pids"));
+	sb->limits.disk = (uint64_t)json_integer_value(json_object_get(lim, "disk"));
+	sb->created_us = (uint64_t)json_integer_value(json_object_get(o, "created"));
+	sb->ttl_us = (uint64_t)json_integer_value(json_object_get(o, "ttl_us"));
+	v = json_object_get(o, "env");
+	sb->env = json_is_array(v) ? json_incref(v) : NULL;
+	v = json_object_get(o, "labels");
+	sb->labels = json_is_object(v) ? json_incref(v) : NULL;
+	v = json_object_get(o, "holder");
+	sb->holder_pid = (pid_t)json_integer_value(json_object_get(v, "pid"));
+	sb->holder_start = (unsigned long long)json_integer_value(json_object_get(v, "start"));
+	cg = json_object_get(o, "cgroup");
+	sb->cg.version = (int)json_integer_value(json_object_get(cg, "version"));
+	if (sb->cg.version == 2) {
+		if (copy_str(sb->cg.v2, sizeof(sb->cg.v2), json_object_get(cg, "path"), "cgroup",
+			     err) < 0)
+			return -1;
+	} else if (sb->cg.version == 1) {
+		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids",
+								 "freezer"};
+		json_t *paths = json_object_get(cg, "paths");
+
+		for (int c = 0; c < DSEC_CG_NCTRL; c++)
+			if ((v = json_object_get(paths, names[c])) &&
+			    copy_str(sb->cg.v1[c], DSEC_CG_PATH_MAX, v, "cgroup", err) < 0)
+				return -1;
+	}
+	v = json_object_get(o, "net");
+	sb->net = json_is_string(v) && !strcmp(json_string_value(v), "host") ? DSEC_NET_HOST
+									     : DSEC_NET_NONE;
+	v = json_object_get(o, "userns");
+	if (json_is_object(v)) {
+		sb->userns = 1;
+		sb->uid_base = (uid_t)json_integer_value(json_object_get(v, "uid"));
+		sb->gid_base = (gid_t)json_integer_value(json_object_get(v, "gid"));
+		sb->id_count = (unsigned)json_integer_value(json_object_get(v, "count"));
+	}
+	return 0;
+}
+
+int dsec_sandbox_load(const struct dsec_paths *p, const char *id, struct dsec_sandbox *sb,
+		      struct dsec_err *err)
+{
+	char path[PATH_MAX], *buf = NULL;
+	json_error_t jerr;
+	json_t *o;
+	int rc;
+
+	memset(sb, 0, sizeof(*sb));
+	if (!dsec_sandbox_id_ok(id))
+		return dsec_err_set(err, EINVAL, "'%.64s': not a sandbox id", id);
+	state_dir(p, id, sb->dir);
+	snprintf(path, sizeof(path), "%s/" STATE_FILE, sb->dir);
+	if (dsec_read_file(AT_FDCWD, path, STATE_MAX, &buf, err) < 0) {
+		if (err && err->errnum == ENOENT)
+			return dsec_err_set(err, ENOENT, "%s: no such sandbox", id);
+		return -1;
+	}
+	o = json_loads(buf, 0, &jerr);
+	free(buf);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return dsec_err_set(err, EINVAL, "%s: malformed state file", id);
+	}
+	rc = from_json(o, sb, err);
+	json_decref(o);
+	if (rc < 0) {
+		dsec_sandbox_free(sb);
+		return dsec_err_wrap(err, "%s: state file", id);
+	}
+	state_dir(p, id, sb->dir);
+	return 0;
+}
+
+int dsec_sandbox_save(const struct dsec_paths *p, const struct dsec_sandbox *sb,
+		      struct dsec_err *err)
+{
+	json_t *o = dsec_sandbox_to_json(sb);
+	char *s = json_dumps(o, JSON_COMPACT);
+	int rc = -1, dfd;
+
+	json_decref(o);
+	if (!s)
+		return dsec_err_set(err, ENOMEM, "%s: encode state", sb->id);
+	dfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 && errno == ENOENT && dsec_mkdir_p(sb->dir, 0700, err) == 0)
+		dfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		dsec_err_sys(err, "%s: open state dir", sb->id);
+	} else {
+		size_t n = strlen(s);
+
+		s[n] = '\n';
+		rc = dsec_write_atomic(dfd, STATE_FILE, s, n + 1, STATE_MODE, 0, err);
+		close(dfd);
+	}
+	free(s);
+	return rc;
+}
+
+void dsec_sandbox_free(struct dsec_sandbox *sb)
+{
+	json_decref(sb->env);
+	json_decref(sb->labels);
+	sb->env = sb->labels = NULL;
+}
+
+/* Field 22 (start time) of /proc/PID/stat and the state letter (field 3); 0 when gone. */
+static unsigned long long proc_stat(pid_t pid, char *state)
+{
+	char path[64], buf[1024], *s;
+	ssize_t r;
+	int fd;
+
+	*state = '?';
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return 0;
+	buf[r] = '\0';
+	/* the command name may hold spaces and parentheses: fields start after the last ')' */
+	s = strrchr(buf, ')');
+	if (!s || !s[1] || !s[2])
+		return 0;
+	*state = s[2];
+	s++;
+	/* s is at the space before field 3 (state); start time is field 22 */
+	for (int field = 3; field < 22 && s; field++)
+		s = strchr(s + 1, ' ');
+	return s ? strtoull(s + 1, NULL, 10) : 0;
+}
+
+unsigned long long dsec_proc_start_time(pid_t pid)
+{
+	char state;
+
+	return proc_stat(pid, &state);
+}
+
+/* The holder runs: same start time, and not a zombie waiting for its parent's wait(). */
+static int holder_running(const struct dsec_sandbox *sb)
+{
+	char state;
+	unsigned long long st;
+
+	if (sb->holder_pid <= 0)
+		return 0;
+	st = proc_stat(sb->holder_pid, &state);
+	return st && st == sb->holder_start && state != 'Z' && state != 'X';
+}
+
+int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	int fd;
+
+	if (sb->holder_pid <= 0)
+		return dsec_err_set(err, ESRCH, "%s: no holder", sb->id);
+	fd = (int)syscall(SYS_pidfd_open, sb->holder_pid, 0);
+	if (fd < 0)
+		return dsec_err_set(err, ESRCH, "%s: holder %d is gone", sb->id,
+				    (int)sb->holder_pid);
+	/* checked after opening: the fd then names the process whose start time we read */
+	if (!holder_running(sb)) {
+		close(fd);
+		return dsec_err_set(err, ESRCH, "%s: holder %d is gone", sb->id,
+				    (int)sb->holder_pid);
+	}
+	/* pidfd_open has no O_CLOEXEC flag: its fds are always close-on-exec */
+	return fd;
+}
+
+int dsec_sandbox_alive(const struct dsec_sandbox *sb)
+{
+	return holder_running(sb);
+}
+
+int dsec_sandbox_nsflags(const struct dsec_sandbox *sb)
+{
+	int f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
+
+	if (sb->net != DSEC_NET_HOST)
+		f |= CLONE_NEWNET;
+	if (sb->userns)
+		f |= CLONE_NEWUSER;
+	return f;
+}
+
+int dsec_run_lock(const struct dsec_paths *p, int exclusive, struct dsec_err *err)
+{
+	char path[PATH_MAX];
+
+	if (dsec_mkdir_p(p->run, 0755, err) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/lock", p->run);
+	return dsec_lock(path, exclusive, 1, err);
+}
+
+/* The holder binary: $DSEC_HOLDER, else dsec-holder next to this tool (build tree), else
+ * ../libexec/dsec/dsec-holder (installed). Opened once per process. */
+static int holder_fd(struct dsec_err *err)
+{
+	static int fd = -1;
+	char exe[PATH_MAX], path[PATH_MAX + 64], *slash;
+	const char *env = getenv("DSEC_HOLDER");
+	ssize_t n;
+
+	if (fd >= 0)
+		return fd;
+	if (env && *env) {
+		fd = open(env, O_PATH | O_CLOEXEC);
+		if (fd < 0)
+			return dsec_err_sys(err, "open holder '%s' ($DSEC_HOLDER)", env);
+		return fd;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return dsec_err_sys(err, "readlink /proc/self/exe");
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, sizeof(path), "%s/dsec-holder", exe);
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	snprintf(path, sizeof(path), "%s/../libexec/dsec/dsec-holder", exe);
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return dsec_err_sys(err, "open holder '%s'", path);
+	return fd;
+}
+
+/* The resolved image, kept for the next sandbox of the same image (-n N). */
+static struct dsec_image cached_img;
+
+static int resolve_image(const struct dsec_paths *p, const char *name, struct dsec_err *err)
+{
+	if (cached_img.n && !strcmp(cached_img.name, name))
+		return 0;
+	memset(&cached_img, 0, sizeof(cached_img));
+	if (dsec_image_resolve(p, name, &cached_img, err) < 0) {
+		cached_img.n = 0;
+		return -1;
+	}
+	return 0;
+}
+
+static int cached_template = -1;
+
+/* What the sandbox's first process gets. It shares our memory (CLONE_VM) and we sleep until it
+ * execs the holder or dies (CLONE_VFORK), so it writes its error straight into err. */
+struct child_arg {
+	const struct dsec_rootfs_spec *spec;
+	const struct dsec_sandbox *sb;
+	int hfd;
+	struct dsec_err err;
+};
+
+/* The sandbox's first process: join the cgroup, build the rootfs, exec the holder. Runs on its
+ * own stack in our address space: no allocation, nothing but syscalls and snprintf. Once it
+ * is in the sandbox's cgroup, dsec-reap --orphans finds it even if we die before writing the
+ * state file; before that, the death signal takes it with us. */
+static int child_main(void *argp)
+{
+	struct child_arg *a = argp;
+	struct dsec_err *err = &a->err;
+	char *const argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL};
+	char *const envp[] = {NULL};
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* before anything else, so that its cgroup namespace is rooted there (v2 as v1: clone3's
+	 * CLONE_INTO_CGROUP would need a clone3 wrapper for a child on its own stack) */
+	if (dsec_cgroup_attach(a->sb, 0, err) < 0)
+		goto fail;
+	/* the OOM killer should take the sandbox's processes, not the holder that owns it (needs
+	 * CAP_SYS_RESOURCE; without it the holder is merely the smallest process there) */
+	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (write(fd, "-1000", 5) < 0)
+			(void)0;
+		close(fd);
+	}
+	if (dsec_rootfs_setup(a->spec, err) < 0)
+		goto fail;
+	syscall(SYS_close_range, 0U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
+	prctl(PR_SET_PDEATHSIG, 0);
+	syscall(SYS_execveat, a->hfd, "", argv, envp, AT_EMPTY_PATH);
+	dsec_err_sys(err, "exec holder");
+fail:
+	if (!err->errnum)
+		err->errnum = EIO;
+	_exit(127);
+}
+
+/* The child's stack, reused for every sandbox (one child at a time: we sleep while it runs). */
+static void *child_stack(struct dsec_err *err)
+{
+	static void *stack;
+	const size_t size = 256 << 10;
+
+	if (!stack) {
+		stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (stack == MAP_FAILED) {
+			stack = NULL;
+			dsec_err_sys(err, "mmap child stack");
+			return NULL;
+		}
+	}
+	return (char *)stack + size;
+}
+
+static void reap_children(void)
+{
+	while (waitpid(-1, NULL, WNOHANG | __WALL) > 0)
+		;
+}
+
+/* Publish the state: written in a private dir, the dir renamed into place, so readers see a
+ * sandbox complete or not at all. The file's mode says "pending" (0400) until commit (0600). */
+static int publish_state(const struct dsec_paths *p, const struct dsec_sandbox *sb,
+			 struct dsec_err *err)
+{
+	char tmp[PATH_MAX], file[PATH_MAX + 32], *s;
+	json_t *o = dsec_sandbox_to_json(sb);
+	size_t n;
+	int fd, rc = -1;
+
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s)
+		return dsec_err_set(err, ENOMEM, "encode state");
+	snprintf(tmp, sizeof(tmp), "%s/sandboxes/.tmp-%s", p->run, sb->id);
+	if (mkdir(tmp, 0700) < 0) {
+		char dir[PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
+		if (errno != ENOENT || dsec_mkdir_p(dir, 0700, err) < 0 || mkdir(tmp, 0700) < 0) {
+			dsec_err_sys(err, "mkdir '%s'", tmp);
+			goto out;
+		}
+	}
+	snprintf(file, sizeof(file), "%s/" STATE_FILE, tmp);
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, STATE_PENDING_MODE);
+	if (fd < 0) {
+		dsec_err_sys(err, "create '%s'", file);
+		goto out;
+	}
+	n = strlen(s);
+	s[n] = '\n';
+	if (write(fd, s, n + 1) != (ssize_t)(n + 1)) {
+		dsec_err_sys(err, "write '%s'", file);
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, sb->dir) < 0) {
+		dsec_err_sys(err, "rename '%s'", tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		dsec_rmtree(tmp, NULL);
+	free(s);
+	return rc;
+}
+
+int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	static struct dsec_rootfs_spec spec;
+	static struct child_arg arg;
+	uint64_t t0 = dsec_now_us(), t[8] = {0};
+	int pidfd = -1, hfd, flags;
+	void *stack;
+	pid_t pid = -1;
+#define T(i) (t[i] = dsec_verbose > 1 ? dsec_now_us() : 0)
+
+	reap_children();
+	if (!sb->id[0] && dsec_sandbox_new_id(sb->id, err) < 0)
+		return -1;
+	state_dir(p, sb->id, sb->dir);
+	if (resolve_image(p, sb->image, err) < 0)
+		return -1;
+	snprintf(sb->image, sizeof(sb->image), "%s", cached_img.name);
+	sb->nlayers = cached_img.n;
+	for (unsigned i = 0; i < cached_img.n; i++)
+		snprintf(sb->layers[i], sizeof(sb->layers[i]), "%s", cached_img.layer[i].id);
+	snprintf(sb->node, sizeof(sb->node), "%s", dsec_node());
+	if (!sb->hostname[0])
+		snprintf(sb->hostname, sizeof(sb->hostname), "%s", sb->id);
+	if ((hfd = holder_fd(err)) < 0 || !(stack = child_stack(err)))
+		return -1;
+	if (cached_template < 0 && (cached_template = dsec_template_open(p, err)) < 0)
+		return -1;
+	if (dsec_template_layers(p, cached_template, &cached_img, err) < 0)
+		return -1;
+	spec.template_fd = cached_template;
+	if (dsec_rootfs_overlay_opts(&cached_img, &spec, err) < 0)
+		return -1;
+	spec.disk = sb->limits.disk ? sb->limits.disk : DSEC_DEFAULT_DISK;
+	spec.hostname = sb->hostname;
+	spec.loopback = sb->net == DSEC_NET_NONE;
+	if (dsec_cgroup_paths(p, sb, err) < 0)
+		return -1;
+	T(0);
+	/* the cgroup first: from here a crash leaves something dsec-reap --orphans finds */
+	if (dsec_cgroup_create(sb, err) < 0)
+		return dsec_err_wrap(err, "%s", sb->id);
+	T(1);
+	memset(&arg, 0, sizeof(arg));
+	arg.spec = &spec;
+	arg.sb = sb;
+	arg.hfd = hfd;
+	flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD |
+		SIGCHLD;
+	if (sb->net == DSEC_NET_NONE)
+		flags |= CLONE_NEWNET;
+	/* CLONE_VM | CLONE_VFORK as posix_spawn does: no copy of our page tables, which on a
+	 * virtual machine costs more than the rest of the spawn */
+	pid = clone(child_main, stack, flags, &arg, &pidfd);
+	T(2);
+	if (pid < 0) {
+		dsec_err_sys(err, "clone");
+		goto fail;
+	}
+	if (arg.err.errnum) {
+		*err = arg.err;
+		goto fail;
+	}
+	sb->holder_pid = pid;
+	sb->holder_start = dsec_proc_start_time(pid);
+	sb->created_us = dsec_wall_us();
+	if (!dsec_sandbox_alive(sb)) {
+		dsec_err_set(err, EIO, "holder died at start");
+		goto fail;
+	}
+	if (publish_state(p, sb, err) < 0)
+		goto fail;
+	T(3);
+	close(pidfd);
+	if (dsec_verbose > 1)
+		dsec_infox("%s: µs: prepare %llu, cgroup %llu, clone+rootfs+exec %llu, state %llu",
+			   sb->id, (unsigned long long)(t[0] - t0),
+			   (unsigned long long)(t[1] - t[0]), (unsigned long long)(t[2] - t[1]),
+			   (unsigned long long)(t[3] - t[2]));
+	return 0;
+fail:
+	dsec_err_wrap(err, "%s", sb->id);
+	if (pidfd >= 0) {
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		close(pidfd);
+	}
+	if (pid > 0)
+		while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+			;
+	dsec_cgroup_kill(sb, NULL);
+	dsec_cgroup_remove(sb, NULL);
+	return -1;
+#undef T
+}
+
+int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	char file[PATH_MAX + 32];
+
+	snprintf(file, sizeof(file), "%s/" STATE_FILE, sb->dir);
+	if (chmod(file, STATE_MODE) < 0)
+		return dsec_err_sys(err, "%s: commit '%s'", sb->id, file);
+	return 0;
+}
+
+/* Was the sandbox never handed out (its creator died between creating it and printing it)? */
+static int state_pending(const struct dsec_paths *p, const char *id)
+{
+	char file[PATH_MAX + 32];
+	struct stat st;
+
+	snprintf(file, sizeof(file), "%s/sandboxes/%s/" STATE_FILE, p->run, id);
+	return lstat(file, &st) == 0 && (st.st_mode & 07777) == STATE_PENDING_MODE;
+}
+
+int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	int fd = dsec_sandbox_pidfd(sb, NULL), rc = 0;
+
+	if (fd >= 0) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+		/* the holder is pid 1 of the sandbox: the kernel kills the whole pid namespace and
+		 * signals the pidfd only once all of it is gone */
+		if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0)
+			poll(&pfd, 1, 10000);
+		close(fd);
+	}
+	reap_children();
+	if (sb->cg.version) {
+		if (dsec_cgroup_kill(sb, err) < 0)
+			rc = -1;
+		if (dsec_cgroup_remove(sb, rc < 0 ? NULL : err) < 0)
+			rc = -1;
+	}
+	if (sb->dir[0] && dsec_rmtree(sb->dir, rc < 0 ? NULL : err) < 0)
+		rc = -1;
+	if (rc < 0)
+		return dsec_err_wrap(err, "%s", sb->id);
+	return 0;
+}
+
+int dsec_sandbox_foreach(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
+			 struct dsec_err *err)
+{
+	char dir[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
+	d = opendir(dir);
+	if (!d) {
+		if (errno == ENOENT)
+			return 0;
+		return dsec_err_sys(err, "open '%s'", dir);
+	}
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || !dsec_sandbox_id_ok(e->d_name))
+			continue;
+		if (fn(e->d_name, ctx) < 0)
+			break;
+	}
+	closedir(d);
+	return 0;
+}
+
+struct orphan_ctx {
+	const struct dsec_paths *p;
+	dsec_sandbox_fn fn;
+	void *ctx;
+	int count, failed;
+	struct dsec_err *err;
+};
+
+/* Remove a sandbox known only by id: whatever state, cgroup and holder it has left. */
+static int orphan_remove(struct orphan_ctx *o, const char *id)
+{
+	struct dsec_sandbox sb;
+	struct dsec_err e;
+
+	if (dsec_sandbox_load(o->p, id, &sb, &e) < 0) {
+		memset(&sb, 0, sizeof(sb));
+		snprintf(sb.id, sizeof(sb.id), "%s", id);
+		state_dir(o->p, id, sb.dir);
+		if (dsec_cgroup_paths(o->p, &sb, &e) < 0)
+			sb.cg.version = 0;
+	}
+	if (dsec_sandbox_destroy(o->p, &sb, &e) < 0) {
+		*o->err = e;
+		o->failed = 1;
+	} else {
+		o->count++;
+		if (o->fn)
+			o->fn(id, o->ctx);
+	}
+	dsec_sandbox_free(&sb);
+	return 0;
+}
+
+static int orphan_state(const char *id, void *ctx)
+{
+	struct orphan_ctx *o = ctx;
+	struct dsec_sandbox sb;
+	struct dsec_err e;
+	int orphan;
+
+	if (dsec_sandbox_load(o->p, id, &sb, &e) < 0)
+		return orphan_remove(o, id);
+	/* pending: created, but the spawn died before it handed the sandbox out */
+	orphan = !dsec_sandbox_alive(&sb) || state_pending(o->p, id);
+	dsec_sandbox_free(&sb);
+	return orphan ? orphan_remove(o, id) : 0;
+}
+
+static int orphan_cgroup(const char *name, void *ctx)
+{
+	struct orphan_ctx *o = ctx;
+	char dir[PATH_MAX];
+
+	if (!dsec_sandbox_id_ok(name))
+		return 0;
+	state_dir(o->p, name, dir);
+	if (access(dir, F_OK) == 0)
+		return 0;
+	return orphan_remove(o, name);
+}
+
+/* State dirs a spawn was still writing when it died. */
+static void remove_tmp_dirs(const struct dsec_paths *p)
+{
+	char dir[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, ".tmp-", 5))
+			dsec_rmtree_at(dirfd(d), e->d_name, NULL);
+	closedir(d);
+}
+
+int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
+			 struct dsec_err *err)
+{
+	struct orphan_ctx o = {.p = p, .fn = fn, .ctx = ctx, .err = err};
+
+	remove_tmp_dirs(p);
+
+	if (dsec_sandbox_foreach(p, orphan_state, &o, err) < 0)
+		return -1;
+	if (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_foreach(p, orphan_cgroup, &o, err) < 0)
+		return -1;
+	return o.failed ? -1 : o.count;
+}
+
+/* Is there any sandbox state left in this run dir? */
+static int count_one(const char *id, void *ctx)
+{
+	(*(int *)ctx)++;
+	return -1;
+}
+
+int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err)
+{
+	int n = 0;
+	char dir[PATH_MAX];
+
+	if (dsec_sandbox_foreach(p, count_one, &n, err) < 0)
+		return -1;
+	if (n)
+		return 0;
+	if (dsec_template_destroy(p, err) < 0)
+		return -1;
+	if (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_remove_parent(p, err) < 0)
+		return -1;
+	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
+	rmdir(dir);
+	return 1;
+}

@@ -1,0 +1,180 @@
+/* The state of a sandbox: what dsec-spawn writes, what dsec-exec, dsec-reap and dsec-ps read.
+ *
+ * No daemon: a sandbox is its holder process plus one state dir under the run dir:
+ *
+ *   $DSEC_RUN/sandboxes/<id>/sandbox.json   the record below; first published by writing it in
+ *                                           sandboxes/.tmp-<id>/ and renaming that dir, later
+ *                                           replaced tmp+rename, never edited in place: readers
+ *                                           see a whole file or none. Mode 0400 while the
+ *                                           sandbox is pending (created, record not yet printed),
+ *                                           0600 once handed out (dsec_sandbox_commit)
+ *   $DSEC_RUN/template/mnt                  bind mount of the template mount namespace (nsfs)
+ *   $DSEC_RUN/template/layers/<hex>         marker: layer <hex> is mounted in the template
+ *   $DSEC_RUN/lock                          flock: shared by dsec-spawn while it creates
+ *                                           sandboxes, exclusive by dsec-reap --orphans and by
+ *                                           the template teardown of dsec-reap --all
+ *
+ * sandbox.json (one compact object):
+ *   {"id":"sb-<12 hex>","image":"busybox","node":"host1",
+ *    "layers":["sha256:…",…],                       bottom to top, for dsec-layer rm / gc
+ *    "limits":{"cpus":1.0,"memory":B,"pids":N,"disk":B},
+ *    "created":<wall µs>,"ttl_us":<µs, 0 = none>,
+ *    "hostname":"…","env":["K=V",…],"labels":{"k":"v",…},
+ *    "holder":{"pid":P,"start":T},                  T = field 22 of /proc/P/stat (clock ticks)
+ *    "cgroup":{"version":2,"path":"/sys/fs/cgroup/dsec-…/sb-…"}
+ *         or {"version":1,"paths":{"memory":"…","cpu":"…","cpuacct":"…","pids":"…",
+ *                                  "freezer":"…"}}   (only the controllers present)
+ *    "net":"none"|"host",
+ *    "userns":null | {"uid":U,"gid":G,"count":N}}  host ids that root inside maps to
+ *
+ * Entering a sandbox (what dsec-exec does): pidfd = dsec_sandbox_pidfd(); then
+ * setns(pidfd, dsec_sandbox_nsflags(sb)) joins every namespace of the holder at once (the kernel
+ * orders user namespace first). After joining the mount namespace the caller's root and cwd are
+ * the sandbox's rootfs (the overlay is stacked on the namespace's root mount and setns follows
+ * mounts down), so no chroot is needed; chdir("/") anyway. Join the cgroup with
+ * dsec_cgroup_attach() or, on v2, clone3(CLONE_INTO_CGROUP) with dsec_cgroup_open() (cgroup.h).
+ */
+#ifndef DSEC_SANDBOX_H
+#define DSEC_SANDBOX_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "state.h"
+#include "store.h"
+
+#define DSEC_ID_MAX 32       /* "sb-" + 12 hex, room to grow */
+#define DSEC_HOSTNAME_MAX 64 /* HOST_NAME_MAX */
+#define DSEC_CG_PATH_MAX 256
+
+/* Defaults of dsec-spawn (also in dsec-spawn(1)). */
+#define DSEC_DEFAULT_CPUS 1.0
+#define DSEC_DEFAULT_MEMORY (1ULL << 30)
+#define DSEC_DEFAULT_PIDS 512
+#define DSEC_DEFAULT_DISK (1ULL << 30)
+#define DSEC_DEFAULT_TTL_US (3600ULL * 1000000)
+
+struct dsec_limits {
+	double cpus;     /* CPU bandwidth in CPUs, e.g. 0.5; 0 = unlimited */
+	uint64_t memory; /* bytes; 0 = unlimited */
+	uint64_t pids;   /* max tasks; 0 = unlimited */
+	uint64_t disk;   /* size of the tmpfs holding the writable layer, bytes */
+};
+
+enum dsec_net { DSEC_NET_NONE = 0, DSEC_NET_HOST = 1 };
+
+/* v1 controllers dsec uses; index into dsec_cgroup.v1. */
+enum dsec_cg_ctrl {
+	DSEC_CG_MEMORY,
+	DSEC_CG_CPU,
+	DSEC_CG_CPUACCT,
+	DSEC_CG_PIDS,
+	DSEC_CG_FREEZER,
+	DSEC_CG_NCTRL
+};
+
+struct dsec_cgroup {
+	int version;                              /* 0 none, 1, 2 */
+	char v2[DSEC_CG_PATH_MAX];                /* version 2: the sandbox's cgroup dir */
+	char v1[DSEC_CG_NCTRL][DSEC_CG_PATH_MAX]; /* version 1: one dir per controller, "" absent */
+};
+
+struct dsec_sandbox {
+	char id[DSEC_ID_MAX];
+	char image[DSEC_NAME_MAX + 1];
+	char node[256];
+	unsigned nlayers;
+	char layers[DSEC_MAX_LAYERS][80]; /* "sha256:<hex>", bottom to top */
+	struct dsec_limits limits;
+	uint64_t created_us; /* wall clock */
+	uint64_t ttl_us;     /* 0 = never expires */
+	char hostname[DSEC_HOSTNAME_MAX + 1];
+	json_t *env;    /* array of "K=V" strings (owned; may be NULL) */
+	json_t *labels; /* object of strings (owned; may be NULL) */
+	pid_t holder_pid;
+	unsigned long long holder_start; /* /proc/PID/stat field 22 */
+	struct dsec_cgroup cg;
+	enum dsec_net net;
+	int userns;     /* 1 when the sandbox has its own user namespace */
+	uid_t uid_base; /* host uid of root inside (userns only) */
+	gid_t gid_base;
+	unsigned id_count;
+	char dir[PATH_MAX]; /* $DSEC_RUN/sandboxes/<id> */
+};
+
+/* Is id a well-formed sandbox id ("sb-" + lowercase hex, no '/' or dots)? 1 or 0. */
+int dsec_sandbox_id_ok(const char *id);
+
+/* A new random id "sb-<12 hex>" into buf (at least DSEC_ID_MAX). 0 or -1. */
+int dsec_sandbox_new_id(char *buf, struct dsec_err *err);
+
+/* Read $DSEC_RUN/sandboxes/<id>/sandbox.json into sb (zeroed first). Returns 0; -1 with
+ * errnum ENOENT when there is no such sandbox, EINVAL for a malformed id or file. On success
+ * the caller releases sb with dsec_sandbox_free(). Does not check that the holder lives. */
+int dsec_sandbox_load(const struct dsec_paths *p, const char *id, struct dsec_sandbox *sb,
+		      struct dsec_err *err);
+
+/* Write sb->dir/sandbox.json (tmp+rename), creating sb->dir. 0 or -1. */
+int dsec_sandbox_save(const struct dsec_paths *p, const struct dsec_sandbox *sb,
+		      struct dsec_err *err);
+
+/* sb as a JSON object in the sandbox.json format (new reference). */
+json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb);
+
+/* Release what load or spawn allocated (env, labels). sb stays usable for its plain fields. */
+void dsec_sandbox_free(struct dsec_sandbox *sb);
+
+/* Start time (field 22 of /proc/PID/stat) of pid, or 0 when it does not exist. */
+unsigned long long dsec_proc_start_time(pid_t pid);
+
+/* A pidfd (O_CLOEXEC) for the holder, checked against pid reuse: the process must exist, not be
+ * a zombie, and have the recorded start time. Returns the fd, or -1 with errnum ESRCH when the holder is gone.
+ * Caller closes. */
+int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Is the holder alive (same check as dsec_sandbox_pidfd, no fd kept)? 1 or 0. */
+int dsec_sandbox_alive(const struct dsec_sandbox *sb);
+
+/* The CLONE_NEW* flags of the namespaces a process joins to enter the sandbox: mount, pid, uts,
+ * ipc, cgroup, net (unless --net host), user (when sb->userns). For setns(pidfd, flags). */
+int dsec_sandbox_nsflags(const struct dsec_sandbox *sb);
+
+/* Create a sandbox: cgroup, holder, namespaces, rootfs. sb carries the request (image, limits,
+ * ttl, hostname, env, labels, net; id filled when empty) and gets the rest on success; the
+ * state file is written before it returns. On failure nothing of the sandbox is left (what a
+ * kill -9 leaves behind is found by dsec_sandbox_orphans). The caller holds the run dir lock
+ * shared (dsec_run_lock). Not thread-safe; forks. */
+int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Hand the sandbox out: clear the "pending" mark (the state file's mode 0400) create left, after
+ * the caller has emitted its record. Until then dsec_sandbox_orphans counts it as an orphan (its
+ * creator died before anyone learned of it). 0 or -1. */
+int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Kill every process of the sandbox, wait until they are gone, remove its cgroup and its state.
+ * Tolerant of parts already gone (a dead holder, a missing cgroup). 0 or -1. */
+int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Take the run dir lock ($DSEC_RUN/lock): exclusive or shared, waiting. Returns the fd (close
+ * to release) or -1. Creates $DSEC_RUN when missing. */
+int dsec_run_lock(const struct dsec_paths *p, int exclusive, struct dsec_err *err);
+
+/* Callback for every sandbox id that has a state dir, in directory order. Return < 0 to stop. */
+typedef int (*dsec_sandbox_fn)(const char *id, void *ctx);
+int dsec_sandbox_foreach(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
+			 struct dsec_err *err);
+
+/* Clean what crashed tools left in this run dir: state without a live holder, cgroups without
+ * state (killing what runs in them), state dirs without sandbox.json. Call with the run lock
+ * held exclusive. fn (may be NULL) is told each id removed. Returns the count or -1. */
+int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
+			 struct dsec_err *err);
+
+/* When no sandbox state is left in the run dir: tear the template namespace down and remove the
+ * parent cgroups. Call with the run lock held exclusive. Returns 1 when it cleaned, 0 when
+ * sandboxes remain, -1 on error. */
+int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err);
+
+#endif
