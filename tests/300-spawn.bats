@@ -49,6 +49,24 @@ setup() {
 	[ "$(readlink "/proc/$(sb_pid "$ID")/ns/pid")" != "$(readlink /proc/self/ns/pid)" ]
 }
 
+@test "spawn: the holder reaps orphans reparented to it, and stays small" {
+	spawn_one
+	pid=$(sb_pid "$ID")
+	sb_run "$ID" sh -c 'for i in 1 2 3; do sleep 0.2 & done; exit 0'
+	sleep 1
+	# the sandbox's own /proc lists its processes: none may be a zombie
+	run sb_run "$ID" sh -c 'cat /proc/[0-9]*/stat'
+	[ "$status" -eq 0 ]
+	zombies=$(printf '%s\n' "$output" | awk '$3 == "Z"' | wc -l)
+	[ "$zombies" -eq 0 ]
+	kill -0 "$pid"
+	# an idle sandbox costs little: the holder's own memory (the budget is 200 KiB in all)
+	rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status")
+	pte=$(awk '/^VmPTE/ { print $2 }' "/proc/$pid/status")
+	echo "holder rss $rss KiB, page tables $pte KiB" >&2
+	[ $((rss + pte)) -le 100 ]
+}
+
 @test "spawn: hostname is the id by default, --hostname sets it" {
 	spawn_one
 	run sb_run "$ID" hostname
