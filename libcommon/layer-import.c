@@ -91,7 +91,7 @@ static int stage_mount_tmpfs(struct stage *st)
 	char tree[PATH_MAX];
 
 	snprintf(tree, sizeof(tree), "%s/layer/tree", st->dir);
-	if (mount("dsec-stage", tree, "tmpfs", MS_NOSUID, "mode=0755,size=50%") < 0)
+	if (mount("dsec-stage", tree, "tmpfs", MS_NOSUID, "mode=0755,size=25%") < 0)
 		return -1;
 	st->tmpfs = 1;
 	return 0;
