@@ -28,14 +28,14 @@
 enum dsec_layer_format { DSEC_LAYER_EROFS, DSEC_LAYER_DIR };
 
 struct dsec_layer_ref {
-	char id[80];           /* "sha256:<64 hex>" */
-	char path[PATH_MAX];   /* absolute path of layer.erofs or tree/ */
+	char id[80];         /* "sha256:<64 hex>" */
+	char path[PATH_MAX]; /* absolute path of layer.erofs or tree/ */
 	enum dsec_layer_format format;
 };
 
 struct dsec_image {
 	char name[DSEC_NAME_MAX + 1];
-	unsigned n;                                /* number of layers */
+	unsigned n;                                   /* number of layers */
 	struct dsec_layer_ref layer[DSEC_MAX_LAYERS]; /* bottom to top */
 };
 
