@@ -11,10 +11,6 @@ tools() { # the user-facing tools: one per cmd/dsec-*.c (helpers like dsec-holde
 	done
 }
 
-long_opts() { # the --long options named in a text on stdin
-	grep -oE -- '--[a-z][a-z0-9-]+' | sort -u
-}
-
 @test "at least one tool is built" {
 	[ -n "$(tools)" ]
 }
@@ -60,8 +56,12 @@ long_opts() { # the --long options named in a text on stdin
 @test "every tool: --help and the man page name the same long options" {
 	for t in $(tools); do
 		local h m
-		h=$("$t" --help | long_opts)
-		m=$(MANWIDTH=200 mandoc -Tutf8 "$TOP/man/$t.1" | col -b | long_opts)
+		# the options --help lists: the first long option of each option line
+		h=$("$t" --help | grep -E '^[[:space:]]+(-[A-Za-z0-9],[[:space:]]*)?--[a-z]' |
+			sed -E 's/^[[:space:]]+(-[A-Za-z0-9],[[:space:]]*)?(--[a-z][a-z0-9-]+).*/\2/' | sort -u)
+		# the options the page documents: its .It Fl items (prose may name other tools' options)
+		m=$(grep -E '^\.It .*Fl ' "$TOP/man/$t.1" | sed 's/\\-/-/g' |
+			grep -oE 'Fl -[a-z][a-z0-9-]+' | sed -E 's/^Fl -/--/' | sort -u)
 		if [ "$h" != "$m" ]; then
 			echo "$t: --help and man page differ:"
 			diff <(echo "$h") <(echo "$m") || true
