@@ -49,6 +49,8 @@ static const char help[] =
     "  -j, --jobs N           records: run up to N commands at once (default 1)\n"
     "  -k, --keep-order       records: print them in input order, not as they finish\n"
     "      --max-output SIZE  records: capture at most SIZE of stdout and of stderr (1M)\n"
+    "      --seccomp FILE     seccomp profile for the commands (default: the built-in one,\n"
+    "                         see dsec-seccomp(5))\n"
     "  -q, --quiet            no diagnostics but errors\n"
     "  -v, --verbose          more diagnostics\n"
     "      --root DIR         layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
@@ -59,7 +61,7 @@ static const char help[] =
     "Exit status with records: 0 all done (a command exiting non-zero is a result, not a\n"
     "failure), 1 some record failed, 2 usage error, 3 fatal.\n";
 
-enum { OPT_TIMEOUT = DSEC_OPT_FIRST_TOOL, OPT_MAX_OUTPUT };
+enum { OPT_TIMEOUT = DSEC_OPT_FIRST_TOOL, OPT_MAX_OUTPUT, OPT_SECCOMP };
 
 static const struct option longopts[] = {
     DSEC_COMMON_LONGOPTS,
@@ -70,6 +72,7 @@ static const struct option longopts[] = {
     {"jobs", required_argument, NULL, 'j'},
     {"keep-order", no_argument, NULL, 'k'},
     {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
+    {"seccomp", required_argument, NULL, OPT_SECCOMP},
     {NULL, 0, NULL, 0},
 };
 
@@ -223,6 +226,7 @@ int main(int argc, char **argv)
 	long long n;
 	uint64_t u;
 	long failed;
+	const char *seccomp = NULL;
 
 	dsec_prog = "dsec-exec";
 	/* 0, 1 and 2 open, so no descriptor made later takes their place */
@@ -267,11 +271,17 @@ int main(int argc, char **argv)
 			ro.max_output = u;
 			recopts = 1;
 			break;
+		case OPT_SECCOMP:
+			seccomp = optarg;
+			break;
 		default:
 			dsec_usage_error("unknown option");
 		}
 	}
 	dsec_cli_paths(&cli, &paths);
+	/* a bad profile is a usage error, found before any sandbox is touched */
+	if (dsec_exec_policy(seccomp, &err) < 0)
+		dsec_usage_error("%s", err.msg);
 	if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
 		const char *id = argv[optind++];
 

@@ -1,4 +1,6 @@
 #include "exec.h"
+#include "caps.h"
+#include "seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,13 +33,6 @@ struct exec_clone_args {
 	    set_tid_size, cgroup;
 };
 
-/* The capabilities a command keeps: Docker's default set without CAP_MKNOD, CAP_NET_RAW and
- * CAP_SYS_CHROOT (no device nodes, no raw sockets, nothing to chroot out of). */
-static const cap_value_t keep_caps[] = {
-    CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,           CAP_FSETID,  CAP_KILL,        CAP_SETGID,
-    CAP_SETUID, CAP_SETPCAP,      CAP_NET_BIND_SERVICE, CAP_SETFCAP, CAP_AUDIT_WRITE,
-};
-
 /* What the children tell the caller over the sync socket; sent whole. */
 enum { MSG_PTY = 1, MSG_ERR };
 struct exec_msg {
@@ -53,7 +48,6 @@ struct exec_ctx {
 	const struct dsec_exec_spec *s;
 	int sock;
 	int procs[DSEC_CG_NCTRL + 1]; /* v1: cgroup.procs fds to write "0" into, -1 ends */
-	int last_cap;
 	sigset_t ignored; /* signals the caller ignores (SIG_IGN survives exec) */
 	int devnull;      /* the host's /dev/null, for fds the spec leaves at -1 */
 };
@@ -285,40 +279,18 @@ static int setup_fds(struct exec_ctx *c, struct dsec_err *err)
 	return 0;
 }
 
-static int drop_caps(struct exec_ctx *c, struct dsec_err *err)
-{
-	cap_t caps;
-	int i, keep;
-	unsigned j;
+/* The policy every command gets: capabilities and seccomp filter, prepared once in the parent
+ * (libcap and libseccomp allocate) and only applied in the child (a few syscalls). */
+static struct dsec_caps *policy_caps;
+static struct dsec_seccomp *policy_sc;
 
-	for (i = 0; i <= c->last_cap; i++) {
-		for (keep = 0, j = 0; j < sizeof(keep_caps) / sizeof(keep_caps[0]); j++)
-			keep |= keep_caps[j] == i;
-		if (!keep && cap_drop_bound((cap_value_t)i) < 0 && errno != EINVAL)
-			return dsec_err_sys(err, "drop capability %d from the bounding set", i);
-	}
-	caps = cap_init();
-	if (!caps)
-		return dsec_err_sys(err, "cap_init");
-	if (cap_set_flag(caps, CAP_EFFECTIVE, sizeof(keep_caps) / sizeof(keep_caps[0]), keep_caps,
-			 CAP_SET) < 0 ||
-	    cap_set_flag(caps, CAP_PERMITTED, sizeof(keep_caps) / sizeof(keep_caps[0]), keep_caps,
-			 CAP_SET) < 0 ||
-	    cap_set_proc(caps) < 0) {
-		cap_free(caps);
-		return dsec_err_sys(err, "set capabilities");
-	}
-	cap_free(caps);
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-		return dsec_err_sys(err, "clear ambient capabilities");
-	return 0;
-}
-
-/* The hook for the sandbox's seccomp filter (issue 5): loaded last before exec, after
- * no_new_privs, so an unprivileged filter is allowed. Nothing to load yet. */
-static int exec_load_seccomp(struct exec_ctx *c, struct dsec_err *err)
+int dsec_exec_policy(const char *seccomp_profile, struct dsec_err *err)
 {
-	return 0;
+	dsec_seccomp_free(policy_sc);
+	policy_sc = NULL;
+	if (!policy_caps && dsec_caps_prepare(NULL, &policy_caps, err) < 0)
+		return -1;
+	return dsec_seccomp_prepare(seccomp_profile, &policy_sc, err);
 }
 
 /* The command's process: in every namespace of the sandbox, in its cgroup. */
@@ -352,7 +324,8 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		dsec_err_sys(&err, "set no_new_privs");
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
-	if (drop_caps(c, &err) < 0 || exec_load_seccomp(c, &err) < 0)
+	/* last before exec: the filter denies what setting up needed */
+	if (dsec_caps_apply(policy_caps, &err) < 0 || dsec_seccomp_apply(policy_sc, &err) < 0)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	if (c->s->fn) {
 		/* Stays undumpable (set in child_enter): the sandbox's processes share our uid and
@@ -502,7 +475,7 @@ static int exec_cgroup_make(struct dsec_exec_target *t, struct dsec_exec_proc *p
 int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spec,
 		    struct dsec_exec_proc *pr, struct dsec_err *err)
 {
-	struct exec_ctx c = {.t = t, .s = spec, .last_cap = (int)cap_max_bits() - 1};
+	struct exec_ctx c = {.t = t, .s = spec};
 	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
 	struct exec_msg m, got = {0};
 	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0;
@@ -510,6 +483,8 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 
 	memset(pr, 0, sizeof(*pr));
 	pr->pidfd = pr->ptm = -1;
+	if (!policy_sc && dsec_exec_policy(NULL, err) < 0)
+		return DSEC_EXEC_FAILED;
 	pr->start_us = dsec_now_us();
 	ignored_signals(&c.ignored);
 	if (spec->killable && exec_cgroup_make(t, pr, err) < 0)

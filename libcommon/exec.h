@@ -46,6 +46,11 @@ struct dsec_exec_target {
 	int cgdir;                  /* v2: the sandbox's cgroup dir, or -1 */
 };
 
+/* Prepare the policy every command gets before exec: dsec's default capabilities and the
+ * seccomp profile at seccomp_profile (NULL: the built-in default, dsec-seccomp(5)). Called by
+ * dsec_exec_start when nothing was prepared. 0 or -1. Not safe after fork. */
+int dsec_exec_policy(const char *seccomp_profile, struct dsec_err *err);
+
 /* Load sandbox id and open its holder. Returns 0; -1 with errnum ENOENT (no such sandbox) or
  * ESRCH (holder gone). Release with dsec_exec_target_close. Not safe after fork. */
 int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
