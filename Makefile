@@ -45,11 +45,22 @@ $(B)/tests/probe: tests/probe.c | $(B)/tests
 $(B)/lib $(B)/tests:
 	mkdir -p $@
 
+# libFuzzer harnesses (clang), one per input parser; `make check` runs each for a bounded time.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZ := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRC))
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -Ilibcommon
+
+fuzz: $(FUZZ)
+
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libcommon/*.h)
+	@mkdir -p $(B)/fuzz
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+
 deps:
 	./scripts/deps.sh
 
 check: deps
-	$(MAKE) all
+	$(MAKE) all fuzz
 	./tests/run
 
 demo: deps
@@ -60,8 +71,10 @@ bench: all
 	./scripts/bench
 
 lint: all
-	clang-format --dry-run --Werror cmd/*.c libcommon/*.c libcommon/*.h tests/unit/*.c tests/unit/*.h tests/probe.c
-	shellcheck -x scripts/deps.sh scripts/mkimage scripts/demo scripts/bench tests/run .ci/run
+	clang-format --dry-run --Werror $(wildcard cmd/*.c libcommon/*.c libcommon/*.h tests/fuzz/*.c \
+		tests/unit/*.c tests/unit/*.h tests/probe.c)
+	shellcheck -x $(wildcard scripts/deps.sh scripts/mkimage scripts/demo scripts/bench) \
+		tests/run .ci/run
 	shellcheck -x -s bash tests/helpers.bash
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -Ilibcommon -D_GNU_SOURCE cmd libcommon
@@ -78,4 +91,4 @@ install: all
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps check demo bench lint install clean
+.PHONY: all deps check demo bench lint install clean fuzz

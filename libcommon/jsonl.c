@@ -33,6 +33,13 @@ static long read_line(struct dsec_jsonl_reader *r, int *has_nul)
 	int c, toolong = 0;
 
 	*has_nul = 0;
+	if (!r->buf) {
+		/* allocated up front so that an empty first line has somewhere to go */
+		r->cap = r->max_line + 1 < 4096 ? r->max_line + 1 : 4096;
+		r->buf = malloc(r->cap);
+		if (!r->buf)
+			return -3;
+	}
 	while ((c = getc_unlocked(r->f)) != EOF) {
 		if (c == '\n')
 			break;

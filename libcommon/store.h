@@ -47,4 +47,56 @@ int dsec_image_name_ok(const char *name);
 int dsec_image_resolve(const struct dsec_paths *p, const char *name, struct dsec_image *out,
 		       struct dsec_err *err);
 
+/* ---- store management (dsec-layer); additions to the contract above ---- */
+
+#include <jansson.h>
+
+/* Is id "sha256:" followed by 64 lowercase hex digits? 1 or 0. */
+int dsec_layer_id_ok(const char *id);
+
+/* Make an image name from an archive tag: characters outside the image-name charset become '-',
+ * a leading non-alphanumeric is dropped, cut at DSEC_NAME_MAX. Returns 0, or -1 when nothing
+ * usable is left. */
+int dsec_image_name_sanitize(const char *in, char *out, size_t outsz);
+
+/* Find a layer by full id, unique hex prefix (with or without "sha256:", 4 digits at least) or
+ * unique layer name. id gets "sha256:<hex>". 0, or -1 (ENOENT unknown, EEXIST ambiguous). */
+int dsec_store_find_layer(const struct dsec_paths *p, const char *ref, char id[80],
+			  struct dsec_err *err);
+
+/* The layer's meta.json as a new object. NULL with err set when missing or unreadable. */
+json_t *dsec_store_layer_meta(const struct dsec_paths *p, const char *id, struct dsec_err *err);
+
+/* The image's json as a new object, NULL with err set (ENOENT unknown). */
+json_t *dsec_store_image_json(const struct dsec_paths *p, const char *name, struct dsec_err *err);
+
+/* Compose image `name` from layers refs[0..n) (bottom to top, resolved as by
+ * dsec_store_find_layer) and write images/<name>.json atomically. *rec gets the image record
+ * (new reference). 0 or -1. */
+int dsec_store_compose(const struct dsec_paths *p, const char *name, const char *const *refs,
+		       unsigned n, json_t **rec, struct dsec_err *err);
+
+/* Why layer id may not be removed: used by an image, a live sandbox or the template mount
+ * namespace. Returns 1 with why filled, 0 when unused, -1 on error. */
+int dsec_store_layer_in_use(const struct dsec_paths *p, const char *id, char *why, size_t whysz,
+			    struct dsec_err *err);
+
+/* Call cb for every layer (meta.json, plus "node") then every image, sorted. 0 or -1. */
+int dsec_store_list(const struct dsec_paths *p, int (*cb)(json_t *rec, void *arg), void *arg,
+		    struct dsec_err *err);
+
+/* Remove an image (by name) or a layer (by reference). A layer in use is refused (EBUSY)
+ * unless force. *rec gets {"image":…,"removed":true} or {"layer":…,"removed":true}. 0 or -1. */
+int dsec_store_rm(const struct dsec_paths *p, const char *ref, int force, json_t **rec,
+		  struct dsec_err *err);
+
+/* Remove every layer that no image, sandbox or template uses, under store.lock held
+ * exclusively. cb gets {"layer":…,"removed":true} per layer. Returns the count or -1. */
+int dsec_store_gc(const struct dsec_paths *p, int (*cb)(json_t *rec, void *arg), void *arg,
+		  struct dsec_err *err);
+
+/* Path helpers: "<root>/layers/<hex>" etc. into buf (PATH_MAX). 0 or -1 (ENAMETOOLONG). */
+int dsec_store_path(const struct dsec_paths *p, char *buf, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

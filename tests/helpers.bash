@@ -1,5 +1,6 @@
 # Shared by every bats file: a private state dir per test, JSON assertions, must-fail.
 # shellcheck shell=bash
+# shellcheck disable=SC2034,SC2154  # bats sets status/output; PROBE is for the suites
 
 TOP=${DSEC_TEST_TOP:-$(cd "$BATS_TEST_DIRNAME/.." && pwd)}
 export PATH="$TOP/build:$PATH"

@@ -1,0 +1,41 @@
+/* Internal to the layer modules (layer.c, layer-import.c, oci.c): the extractor. */
+#ifndef DSEC_LAYER_INT_H
+#define DSEC_LAYER_INT_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "err.h"
+
+struct archive;
+struct archive_entry;
+
+struct dsec_dirtime {
+	char *path;
+	struct timespec ts[2];
+};
+
+/* Extraction state: entries are created below tree_fd, never through a symlink. */
+struct dsec_extract {
+	struct archive *ar; /* the tar reader the entries come from */
+	int tree_fd;        /* the staging tree (O_RDONLY directory) */
+	int allow_setuid;
+	uint64_t max_bytes, content_bytes;
+	uint64_t skipped, stripped;
+	int warned_abs, warned_dev;
+	int cache_fd; /* last parent directory, O_PATH */
+	char cache_dir[PATH_MAX];
+	struct dsec_dirtime *dt; /* directory times, set once all entries are in */
+	size_t ndt, capdt;
+};
+
+/* Extract one entry (header just read from x->ar; its data is read here). 0 or -1. */
+int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct dsec_err *err);
+
+/* Set the deferred directory times. 0 or -1. */
+int dsec_extract_finish(struct dsec_extract *x, struct dsec_err *err);
+
+void dsec_extract_free(struct dsec_extract *x);
+
+#endif

@@ -1,0 +1,522 @@
+/* OCI image layouts, docker-save archives and directories as layer sources. See oci.h. */
+#include "oci.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <search.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define JSON_MAX (16UL << 20)
+#define MAX_DEPTH 4
+
+/* Open a regular file below dirfd without following any symlink or leaving the tree. */
+static int open_beneath(int dirfd, const char *path, struct dsec_err *err)
+{
+	struct open_how how = {
+	    .flags = O_RDONLY | O_CLOEXEC,
+	    .resolve =
+		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	struct stat st;
+	int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+
+	if (fd < 0)
+		return dsec_err_sys(err, "'%s'", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return dsec_err_set(err, EINVAL, "'%s': not a regular file", path);
+	}
+	return fd;
+}
+
+static json_t *read_json(int dirfd, const char *path, struct dsec_err *err)
+{
+	int fd = open_beneath(dirfd, path, err);
+	char *buf = NULL;
+	json_error_t je;
+	json_t *j;
+
+	if (fd < 0)
+		return NULL;
+	{
+		size_t cap = 65536, len = 0;
+		ssize_t n;
+
+		buf = malloc(cap + 1);
+		while (buf && (n = read(fd, buf + len, cap - len)) > 0) {
+			len += (size_t)n;
+			if (len == cap) {
+				char *nb = cap >= JSON_MAX ? NULL : realloc(buf, cap * 2 + 1);
+
+				if (!nb) {
+					free(buf);
+					buf = NULL;
+					break;
+				}
+				buf = nb;
+				cap *= 2;
+			}
+		}
+		if (buf)
+			buf[len] = '\0';
+	}
+	close(fd);
+	if (!buf) {
+		dsec_err_set(err, EFBIG, "'%s': unreadable or too big", path);
+		return NULL;
+	}
+	j = json_loads(buf, 0, &je);
+	free(buf);
+	if (!j)
+		dsec_err_set(err, EINVAL, "'%s': line %d: %s", path, je.line, je.text);
+	return j;
+}
+
+static int is_reg(int dirfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+int dsec_oci_detect_dir(int dirfd)
+{
+	json_t *m;
+	int kind = DSEC_OCI_NONE;
+
+	if (is_reg(dirfd, "oci-layout") && is_reg(dirfd, "index.json"))
+		return DSEC_OCI_LAYOUT;
+	if (!is_reg(dirfd, "manifest.json"))
+		return DSEC_OCI_NONE;
+	m = read_json(dirfd, "manifest.json", NULL);
+	if (json_is_array(m) && json_is_array(json_object_get(json_array_get(m, 0), "Layers")))
+		kind = DSEC_OCI_DOCKER;
+	json_decref(m);
+	return kind;
+}
+
+/* "sha256:<hex>" → "blobs/sha256/<hex>" */
+static int blob_path(const char *digest, char *out, size_t outsz, struct dsec_err *err)
+{
+	if (!digest || !dsec_layer_id_ok(digest))
+		return dsec_err_set(err, EINVAL, "unsupported or bad digest '%s'",
+				    digest ? digest : "(none)");
+	snprintf(out, outsz, "blobs/sha256/%s", digest + 7);
+	return 0;
+}
+
+static int is_index(json_t *desc)
+{
+	const char *mt = json_string_value(json_object_get(desc, "mediaType"));
+
+	return mt && (strstr(mt, "image.index") || strstr(mt, "manifest.list"));
+}
+
+/* Pick the manifest from an index: linux/amd64 when platforms are given, else the first. */
+static json_t *pick(json_t *manifests)
+{
+	json_t *d;
+	size_t i;
+
+	json_array_foreach(manifests, i, d)
+	{
+		json_t *pf = json_object_get(d, "platform");
+		const char *os = json_string_value(json_object_get(pf, "os"));
+		const char *arch = json_string_value(json_object_get(pf, "architecture"));
+
+		if (!pf || (os && !strcmp(os, "linux") && arch && !strcmp(arch, "amd64")))
+			return d;
+	}
+	return json_array_get(manifests, 0);
+}
+
+struct collect {
+	dsec_import_cb cb;
+	void *arg;
+	const char *ids[DSEC_MAX_LAYERS];
+	char store[DSEC_MAX_LAYERS][80];
+	unsigned n;
+};
+
+static int collect_cb(json_t *rec, void *arg, struct dsec_err *err)
+{
+	struct collect *c = arg;
+	const char *id = json_string_value(json_object_get(rec, "layer"));
+
+	if (id && c->n < DSEC_MAX_LAYERS) {
+		snprintf(c->store[c->n], sizeof(c->store[0]), "%s", id);
+		c->ids[c->n] = c->store[c->n];
+		c->n++;
+	}
+	return c->cb ? c->cb(rec, c->arg, err) : 0;
+}
+
+static const char *kind_at(const struct dsec_import_opts *o, size_t i, size_t n)
+{
+	if (o->kind)
+		return o->kind;
+	if (i == 0)
+		return "base";
+	return i + 1 == n ? "application" : "intermediate";
+}
+
+int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
+		    int kind, dsec_import_cb cb, void *arg, struct dsec_err *err)
+{
+	struct collect c = {.cb = cb, .arg = arg};
+	json_t *top = NULL, *man = NULL, *layers, *v, *rec = NULL;
+	char path[PATH_MAX], name[DSEC_NAME_MAX + 1] = "";
+	const char *tag = NULL;
+	size_t i, n;
+	int rc = -1;
+
+	if (kind == DSEC_OCI_DOCKER) {
+		top = read_json(dirfd, "manifest.json", err);
+		man = json_incref(json_array_get(top, 0));
+		if (json_array_size(top) > 1)
+			dsec_warnx("manifest.json lists %zu images, importing the first",
+				   json_array_size(top));
+		tag = json_string_value(json_array_get(json_object_get(man, "RepoTags"), 0));
+		layers = json_object_get(man, "Layers");
+	} else {
+		json_t *desc;
+		int depth = 0;
+
+		top = read_json(dirfd, "index.json", err);
+		if (!top)
+			goto out;
+		desc = pick(json_object_get(top, "manifests"));
+		tag = json_string_value(json_object_get(json_object_get(desc, "annotations"),
+							"org.opencontainers.image.ref.name"));
+		for (;;) {
+			const char *dg = json_string_value(json_object_get(desc, "digest"));
+
+			json_decref(man);
+			man = NULL;
+			if (!desc) {
+				dsec_err_set(err, EINVAL, "OCI layout: index lists no manifest");
+				goto out;
+			}
+			if (blob_path(dg, path, sizeof(path), err) < 0)
+				goto out;
+			if (!name[0] && !tag)
+				snprintf(name, sizeof(name), "oci-%.12s", dg + 7);
+			man = read_json(dirfd, path, err);
+			if (!man)
+				goto out;
+			if (!is_index(desc) && !json_object_get(man, "manifests"))
+				break;
+			if (++depth > MAX_DEPTH) {
+				dsec_err_set(err, ELOOP, "OCI layout: indexes nested too deep");
+				goto out;
+			}
+			desc = pick(json_object_get(man, "manifests"));
+		}
+		layers = json_object_get(man, "layers");
+	}
+	if (!json_is_array(layers) || !(n = json_array_size(layers)) || n > DSEC_MAX_LAYERS) {
+		dsec_err_set(err, EINVAL, "%s: no layers or more than %d",
+			     kind == DSEC_OCI_DOCKER ? "manifest.json" : "OCI manifest",
+			     DSEC_MAX_LAYERS);
+		goto out;
+	}
+	if (o->name)
+		snprintf(name, sizeof(name), "%s", o->name);
+	else if (tag && dsec_image_name_sanitize(tag, name, sizeof(name)) < 0)
+		snprintf(name, sizeof(name), "image");
+	json_array_foreach(layers, i, v)
+	{
+		struct dsec_import_opts lo = *o;
+		const char *lp = kind == DSEC_OCI_DOCKER
+				     ? json_string_value(v)
+				     : json_string_value(json_object_get(v, "digest"));
+		int fd;
+
+		if (kind != DSEC_OCI_DOCKER) {
+			if (blob_path(lp, path, sizeof(path), err) < 0)
+				goto out;
+			lp = path;
+		}
+		if (!lp) {
+			dsec_err_set(err, EINVAL, "layer %zu: no path", i);
+			goto out;
+		}
+		fd = open_beneath(dirfd, lp, err);
+		if (fd < 0)
+			goto out;
+		lo.kind = kind_at(o, i, n);
+		lo.name = NULL;
+		rc = dsec_layer_import_fd(p, &lo, fd, 0, collect_cb, &c, err);
+		close(fd);
+		if (rc < 0) {
+			dsec_err_wrap(err, "layer %zu '%s'", i, lp);
+			goto out;
+		}
+		rc = -1;
+	}
+	if (dsec_store_compose(p, name, c.ids, c.n, &rec, err) < 0)
+		goto out;
+	json_object_set_new(rec, "node", json_string(dsec_node()));
+	rc = cb ? cb(rec, arg, err) : 0;
+out:
+	json_decref(rec);
+	json_decref(man);
+	json_decref(top);
+	return rc;
+}
+
+/* ---- a directory as a deterministic tar stream ---- */
+
+struct hlink {
+	dev_t dev;
+	ino_t ino;
+	char *path;
+};
+
+struct tw {
+	struct archive *a;
+	struct archive_entry *e;
+	void *links;
+	char *buf;
+	dev_t dev;
+	struct dsec_err *err;
+};
+
+static int hl_cmp(const void *x, const void *y)
+{
+	const struct hlink *a = x, *b = y;
+
+	if (a->dev != b->dev)
+		return a->dev < b->dev ? -1 : 1;
+	return a->ino < b->ino ? -1 : a->ino > b->ino;
+}
+
+static int str_cmp(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* xattr names of fd, sorted, into w->e */
+static void tw_xattrs(struct tw *w, int fd)
+{
+	char names[65536], *list[1024];
+	ssize_t len = flistxattr(fd, names, sizeof(names));
+	size_t n = 0;
+
+	for (ssize_t o = 0; o < len && n < 1024; o += (ssize_t)strlen(names + o) + 1)
+		list[n++] = names + o;
+	qsort(list, n, sizeof(*list), str_cmp);
+	for (size_t i = 0; i < n; i++) {
+		char val[65536];
+		ssize_t vl = fgetxattr(fd, list[i], val, sizeof(val));
+
+		if (vl >= 0)
+			archive_entry_xattr_add_entry(w->e, list[i], val, (size_t)vl);
+	}
+}
+
+static int tw_dir(struct tw *w, int dfd, const char *rel, int depth);
+
+static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
+{
+	struct archive_entry *e = w->e;
+	struct stat st;
+	int fd = -1, rc = -1, data = 0;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return dsec_err_sys(w->err, "'%s': stat", rel);
+	archive_entry_clear(e);
+	archive_entry_copy_pathname(e, rel);
+	archive_entry_set_mode(e, st.st_mode);
+	archive_entry_set_uid(e, st.st_uid);
+	archive_entry_set_gid(e, st.st_gid);
+	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	if (S_ISLNK(st.st_mode)) {
+		char target[PATH_MAX];
+		ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+
+		if (n < 0)
+			return dsec_err_sys(w->err, "'%s': readlink", rel);
+		target[n] = '\0';
+		archive_entry_copy_symlink(e, target);
+	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+		archive_entry_set_rdev(e, st.st_rdev);
+	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+		fd = openat(dfd, name,
+			    O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+				(S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+		if (fd < 0)
+			return dsec_err_sys(w->err, "'%s': open", rel);
+		tw_xattrs(w, fd);
+		if (S_ISREG(st.st_mode)) {
+			archive_entry_set_size(e, st.st_size);
+			data = 1;
+		}
+	}
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		struct hlink key = {st.st_dev, st.st_ino, NULL}, **found, *h;
+
+		found = tfind(&key, &w->links, hl_cmp);
+		if (found) {
+			archive_entry_copy_hardlink(e, (*found)->path);
+			archive_entry_set_size(e, 0);
+			data = 0;
+		} else if ((h = malloc(sizeof(*h)))) {
+			*h = key;
+			h->path = strdup(rel);
+			tsearch(h, &w->links, hl_cmp);
+		}
+	}
+	if (archive_write_header(w->a, e) < ARCHIVE_WARN) {
+		dsec_err_set(w->err, EIO, "'%s': %s", rel, archive_error_string(w->a));
+		goto out;
+	}
+	for (ssize_t n; data && (n = read(fd, w->buf, 1 << 20)) != 0;) {
+		if (n < 0) {
+			dsec_err_sys(w->err, "'%s': read", rel);
+			goto out;
+		}
+		if (archive_write_data(w->a, w->buf, (size_t)n) < 0) {
+			dsec_err_set(w->err, EIO, "'%s': %s", rel, archive_error_string(w->a));
+			goto out;
+		}
+	}
+	rc = 0;
+	if (S_ISDIR(st.st_mode) && st.st_dev == w->dev)
+		rc = tw_dir(w, fd, rel, 0);
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
+{
+	int fd = dup(dfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return dsec_err_sys(w->err, "'%s': opendir", rel);
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			names = realloc(names, cap * sizeof(*names));
+			if (!names)
+				return dsec_err_set(w->err, ENOMEM, "out of memory");
+		}
+		names[n++] = strdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(*names), str_cmp);
+	for (size_t i = 0; i < n; i++) {
+		char path[PATH_MAX];
+
+		if (rc == 0) {
+			if (snprintf(path, sizeof(path), "%s%s%s", strcmp(rel, "./") ? rel : "",
+				     strcmp(rel, "./") ? "/" : "", names[i]) >= (int)sizeof(path))
+				rc = dsec_err_set(w->err, ENAMETOOLONG, "'%s/%s': too long", rel,
+						  names[i]);
+			else
+				rc = tw_entry(w, dfd, names[i], path);
+		}
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+int dsec_tar_dir_write(int dirfd, int fd, int zstd, struct dsec_err *err)
+{
+	struct tw w = {.err = err};
+	struct stat st;
+	int rc = -1;
+
+	if (fstat(dirfd, &st) < 0)
+		return dsec_err_sys(err, "stat");
+	w.dev = st.st_dev;
+	w.a = archive_write_new();
+	w.e = archive_entry_new();
+	w.buf = malloc(1 << 20);
+	if (!w.a || !w.e || !w.buf) {
+		dsec_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	archive_write_set_format_pax_restricted(w.a);
+	if (zstd)
+		archive_write_add_filter_zstd(w.a);
+	archive_write_set_bytes_in_last_block(w.a, 1);
+	if (archive_write_open_fd(w.a, fd) != ARCHIVE_OK) {
+		dsec_err_set(err, EIO, "%s", archive_error_string(w.a));
+		goto out;
+	}
+	if (tw_entry(&w, dirfd, ".", "./") < 0)
+		goto out; /* no close: a truncated stream fails the reader */
+	if (archive_write_close(w.a) != ARCHIVE_OK) {
+		dsec_err_set(err, EIO, "%s", archive_error_string(w.a));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (w.a)
+		archive_write_free(w.a);
+	archive_entry_free(w.e);
+	free(w.buf);
+	return rc;
+}
+
+int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
+			dsec_import_cb cb, void *arg, struct dsec_err *err)
+{
+	int pfd[2], rc, status;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return dsec_err_sys(err, "pipe");
+	pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return dsec_err_sys(err, "fork");
+	}
+	if (pid == 0) {
+		struct dsec_err e2;
+
+		close(pfd[0]);
+		signal(SIGPIPE, SIG_DFL);
+		if (dsec_tar_dir_write(dirfd, pfd[1], 1, &e2) < 0) {
+			dsec_err_print(&e2);
+			_exit(1);
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	rc = dsec_layer_import_fd(p, o, pfd[0], 0, cb, arg, err);
+	close(pfd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		rc = dsec_err_set(err, EIO, "reading the directory failed");
+	return rc;
+}

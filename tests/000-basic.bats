@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+# Every tool: --help, --version, a bad option, and a man page that matches --help.
+
+load helpers
+
+tools() {
+	local t
+	for t in "$TOP"/build/dsec-*; do
+		[ -x "$t" ] && basename "$t"
+	done
+}
+
+long_opts() { # the --long options named in a text on stdin
+	grep -oE -- '--[a-z][a-z0-9-]+' | sort -u
+}
+
+@test "at least one tool is built" {
+	[ -n "$(tools)" ]
+}
+
+@test "every tool: --help prints usage on stdout and exits 0" {
+	for t in $(tools); do
+		run "$t" --help
+		[ "$status" -eq 0 ] || { echo "$t --help: $status"; return 1; }
+		[[ "$output" == *"Usage: $t"* ]] || { echo "$t --help has no 'Usage: $t'"; return 1; }
+		run "$t" -h
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "every tool: --version names the tool and exits 0" {
+	for t in $(tools); do
+		run "$t" --version
+		[ "$status" -eq 0 ]
+		[[ "$output" == "$t "[0-9]* ]] || { echo "$t --version: $output"; return 1; }
+	done
+}
+
+@test "every tool: an unknown option exits 2 with a hint" {
+	for t in $(tools); do
+		run "$t" --no-such-option
+		[ "$status" -eq 2 ] || { echo "$t: status $status"; return 1; }
+		[[ "$output" == *"Try '$t --help'"* ]] || { echo "$t: $output"; return 1; }
+	done
+}
+
+@test "every tool has a man page that lints clean" {
+	for t in $(tools); do
+		[ -f "$TOP/man/$t.1" ] || { echo "no man/$t.1"; return 1; }
+		run mandoc -Tlint -Wwarning "$TOP/man/$t.1"
+		[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	done
+	for m in dsec.7 dsec-jsonl.5; do
+		run mandoc -Tlint -Wwarning "$TOP/man/$m"
+		[ "$status" -eq 0 ] || { echo "$m: $output"; return 1; }
+	done
+}
+
+@test "every tool: --help and the man page name the same long options" {
+	for t in $(tools); do
+		local h m
+		h=$("$t" --help | long_opts)
+		m=$(MANWIDTH=200 mandoc -Tutf8 "$TOP/man/$t.1" | col -b | long_opts)
+		if [ "$h" != "$m" ]; then
+			echo "$t: --help and man page differ:"
+			diff <(echo "$h") <(echo "$m") || true
+			return 1
+		fi
+	done
+}
+
+@test "every tool is listed in dsec(7) and the README" {
+	for t in $(tools); do
+		grep -q "$t" "$TOP/man/dsec.7" || { echo "$t not in dsec.7"; return 1; }
+		grep -q "$t" "$TOP/README.md" || { echo "$t not in README.md"; return 1; }
+	done
+}
+
+@test "a failed write to stdout is an error (exit 3), not a silent success" {
+	for t in $(tools); do
+		run bash -c "'$t' --help >/dev/full"
+		[ "$status" -ne 0 ] || { echo "$t --help >/dev/full exited 0"; return 1; }
+	done
+}
