@@ -1,0 +1,301 @@
+/* dsec-exec: run a command in a sandbox, in the foreground (like docker exec, tty too) or for
+ * each record on standard input, many at once; and copy files in and out (dsec-exec cp). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "exec.h"
+#include "jsonl.h"
+#include "pty.h"
+
+static const char help[] =
+    "Usage: dsec-exec [OPTIONS] ID [--] CMD [ARG]...\n"
+    "       dsec-exec [OPTIONS] [-- CMD [ARG]...] < RECORDS\n"
+    "       dsec-exec cp [OPTIONS] SRC DST\n"
+    "Run a command inside a sandbox.\n"
+    "\n"
+    "With an ID, run CMD in that sandbox in the foreground: standard input, output and error\n"
+    "are the command's; dsec-exec exits with its status (128+N when killed by signal N, 124\n"
+    "when --timeout expired, 125 when dsec-exec failed, 126 when CMD could not be run, 127\n"
+    "when it was not found).\n"
+    "\n"
+    "Without an ID, read records (JSON lines with an \"id\", e.g. from dsec-spawn) and run CMD,\n"
+    "or the record's own \"cmd\" (array) or \"sh\" (string for /bin/sh -c), in each record's\n"
+    "sandbox; print each record with \"exec\":{cmd,exit,signal,stdout,stderr,truncated,\n"
+    "timed_out,wall_us,cpu_us,max_rss_kb} added, as the commands finish. A record may also\n"
+    "carry \"stdin\" (string), \"env\" (object), \"cwd\" and \"timeout\".\n"
+    "\n"
+    "Copy files (a file or a directory tree, like docker cp; PATH inside the sandbox is\n"
+    "resolved there, never on the host):\n"
+    "  dsec-exec cp HOSTPATH ID:PATH    copy into the sandbox\n"
+    "  dsec-exec cp ID:PATH HOSTPATH    copy out of the sandbox\n"
+    "  dsec-exec cp - ID:DIR            unpack a tar stream from standard input into DIR\n"
+    "  dsec-exec cp ID:PATH -           write PATH as a tar stream to standard output\n"
+    "\n"
+    "Options:\n"
+    "  -t, --tty              allocate a pseudo-terminal in the sandbox (interactive shell)\n"
+    "  -e, --env K=V          set an environment variable (K alone: take the host's value)\n"
+    "  -w, --workdir DIR      working directory inside the sandbox (default /)\n"
+    "      --timeout D        kill the command and everything it started after D (30s, 2m)\n"
+    "  -j, --jobs N           records: run up to N commands at once (default 1)\n"
+    "  -k, --keep-order       records: print them in input order, not as they finish\n"
+    "      --max-output SIZE  records: capture at most SIZE of stdout and of stderr (1M)\n"
+    "  -q, --quiet            no diagnostics but errors\n"
+    "  -v, --verbose          more diagnostics\n"
+    "      --root DIR         layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
+    "      --run DIR          sandbox state (default $DSEC_RUN or /run/dsec)\n"
+    "  -h, --help             show this help\n"
+    "  -V, --version          show the version\n"
+    "\n"
+    "Exit status with records: 0 all done (a command exiting non-zero is a result, not a\n"
+    "failure), 1 some record failed, 2 usage error, 3 fatal.\n";
+
+enum { OPT_TIMEOUT = DSEC_OPT_FIRST_TOOL, OPT_MAX_OUTPUT };
+
+static const struct option longopts[] = {
+    DSEC_COMMON_LONGOPTS,
+    {"tty", no_argument, NULL, 't'},
+    {"env", required_argument, NULL, 'e'},
+    {"workdir", required_argument, NULL, 'w'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"jobs", required_argument, NULL, 'j'},
+    {"keep-order", no_argument, NULL, 'k'},
+    {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
+    {NULL, 0, NULL, 0},
+};
+
+static int fg_pidfd = -1, fg_tty;
+
+/* Signals sent to dsec-exec go to the command. SIGINT and SIGQUIT typed at the terminal
+ * (SI_KERNEL) reach the command directly, as it shares our process group: not twice. */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	if (!fg_tty && (sig == SIGINT || sig == SIGQUIT) && si->si_code == SI_KERNEL)
+		return;
+	if (fg_pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, fg_pidfd, sig, NULL, 0);
+}
+
+static int status_of(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 125;
+}
+
+static int foreground(const struct dsec_paths *paths, const char *id, char **argv, char **envset,
+		      const char *cwd, int tty, uint64_t timeout_us)
+{
+	static const int fwd[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
+	struct dsec_exec_target t;
+	struct dsec_exec_spec s = {.argv = argv, .cwd = cwd, .tty = tty, .fd = {0, 1, 2}};
+	struct dsec_exec_proc pr;
+	struct dsec_env env = {0};
+	struct dsec_err err = {0};
+	struct termios saved;
+	struct sigaction sa = {.sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART};
+	int r, st = 0, raw = 0, timed_out = 0;
+	unsigned i;
+
+	if (dsec_exec_target_open(paths, id, &t, &err) < 0) {
+		dsec_err_print(&err);
+		return 125;
+	}
+	if (dsec_env_init(&env, &t.sb, &err) < 0 ||
+	    (tty &&
+	     dsec_env_set(&env, "TERM", getenv("TERM") ? getenv("TERM") : "xterm", &err) < 0))
+		goto fail;
+	for (i = 0; envset[i]; i++)
+		if (dsec_env_put(&env, envset[i], &err) < 0)
+			goto fail;
+	s.envp = env.v;
+	s.killable = timeout_us > 0;
+	if (tty && ioctl(0, TIOCGWINSZ, &s.ws) < 0 && ioctl(1, TIOCGWINSZ, &s.ws) < 0)
+		s.ws.ws_row = 0;
+	r = dsec_exec_start(&t, &s, &pr, &err);
+	if (r < 0) {
+		dsec_errorx("%s: %s", id, err.msg);
+		dsec_env_free(&env);
+		dsec_exec_target_close(&t);
+		return r == DSEC_EXEC_NOT_FOUND ? 127 : r == DSEC_EXEC_CANNOT_RUN ? 126 : 125;
+	}
+	dsec_env_free(&env);
+	fg_pidfd = pr.pidfd;
+	fg_tty = tty;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
+		sigaction(fwd[i], &sa, NULL);
+	if (tty) {
+		uint64_t deadline = timeout_us ? pr.start_us + timeout_us : 0;
+
+		raw = dsec_tty_raw(0, &saved, &err);
+		if (raw < 0)
+			dsec_warnx("%s: %s", id, err.msg);
+		r = dsec_pty_relay(pr.ptm, pr.pidfd, 0, 1, deadline, &err);
+		if (raw > 0)
+			dsec_tty_restore(0, &saved);
+		if (r < 0)
+			dsec_warnx("%s: %s", id, err.msg);
+		timed_out = r == 1;
+	} else if (timeout_us) {
+		struct pollfd p = {pr.pidfd, POLLIN, 0};
+		uint64_t deadline = pr.start_us + timeout_us, now;
+
+		while ((now = dsec_now_us()) < deadline) {
+			r = poll(&p, 1, (int)((deadline - now + 999) / 1000));
+			if (r > 0)
+				break;
+		}
+		timed_out = !(p.revents & POLLIN);
+	}
+	if (timed_out && dsec_exec_kill(&pr, &err) < 0)
+		dsec_err_print(&err);
+	if (dsec_exec_wait(&pr, 0, &st, NULL, &err) < 0)
+		st = W_EXITCODE(125, 0);
+	fg_pidfd = -1;
+	dsec_exec_release(&pr);
+	dsec_exec_target_close(&t);
+	if (timed_out) {
+		dsec_errorx("%s: timed out", id);
+		return 124;
+	}
+	return status_of(st);
+fail:
+	dsec_errorx("%s: %s", id, err.msg);
+	dsec_env_free(&env);
+	dsec_exec_target_close(&t);
+	return 125;
+}
+
+/* "ID:PATH" → id (copied into buf) and path; NULL when arg names a host path. */
+static const char *split_ref(const char *arg, char *buf, size_t n)
+{
+	const char *colon = strchr(arg, ':'), *slash = strchr(arg, '/');
+
+	if (!colon || colon == arg || (slash && slash < colon) || (size_t)(colon - arg) >= n)
+		return NULL;
+	memcpy(buf, arg, (size_t)(colon - arg));
+	buf[colon - arg] = '\0';
+	return colon + 1;
+}
+
+static int copy(const struct dsec_paths *paths, const char *src, const char *dst)
+{
+	char sid[DSEC_ID_MAX + 1], did[DSEC_ID_MAX + 1];
+	const char *sp = split_ref(src, sid, sizeof(sid)), *dp = split_ref(dst, did, sizeof(did));
+	struct dsec_exec_target t;
+	struct dsec_err err = {0};
+	int r;
+
+	if (!!sp == !!dp)
+		dsec_usage_error("cp: exactly one of SRC and DST must be ID:PATH");
+	if (dsec_exec_target_open(paths, sp ? sid : did, &t, &err) < 0) {
+		dsec_err_print(&err);
+		return DSEC_EXIT_FAILED;
+	}
+	r = sp ? dsec_cp_out(&t, sp, dst, &err) : dsec_cp_in(&t, src, dp, &err);
+	if (r < 0)
+		dsec_errorx("%s: %s", t.sb.id, err.msg);
+	dsec_exec_target_close(&t);
+	return r < 0 ? DSEC_EXIT_FAILED : DSEC_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct dsec_cli cli = {.help = help};
+	struct dsec_paths paths;
+	struct dsec_execrec_opts ro = {.jobs = 1, .max_output = 1 << 20, .tool = "dsec-exec"};
+	struct dsec_err err = {0};
+	const char *cwd = NULL;
+	char **envset = calloc((size_t)argc + 1, sizeof(char *));
+	int c, tty = 0, nenv = 0, recopts = 0;
+	long long n;
+	uint64_t u;
+	long failed;
+
+	dsec_prog = "dsec-exec";
+	if (!envset)
+		return DSEC_EXIT_FATAL;
+	while ((c = getopt_long(argc, argv, "+hVqvte:w:j:k", longopts, NULL)) != -1) {
+		if (dsec_cli_common(&cli, c, optarg))
+			continue;
+		switch (c) {
+		case 't':
+			tty = 1;
+			break;
+		case 'e':
+			envset[nenv++] = optarg;
+			break;
+		case 'w':
+			cwd = optarg;
+			break;
+		case 'j':
+			if (dsec_parse_count(optarg, 1, 4096, &n, "--jobs", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			ro.jobs = (unsigned)n;
+			recopts = 1;
+			break;
+		case 'k':
+			ro.keep_order = 1;
+			recopts = 1;
+			break;
+		case OPT_TIMEOUT:
+			if (dsec_parse_duration(optarg, 366ULL * 86400 * 1000000, &u, "--timeout",
+						&err) < 0)
+				dsec_usage_error("%s", err.msg);
+			ro.timeout_us = u;
+			break;
+		case OPT_MAX_OUTPUT:
+			if (dsec_parse_size(optarg, 1ULL << 30, &u, "--max-output", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			ro.max_output = u;
+			recopts = 1;
+			break;
+		default:
+			dsec_usage_error("unknown option");
+		}
+	}
+	dsec_cli_paths(&cli, &paths);
+	if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
+		const char *id = argv[optind++];
+
+		if (!strcmp(id, "cp")) {
+			if (argc - optind != 2)
+				dsec_usage_error("cp takes SRC and DST");
+			return dsec_cli_exit(copy(&paths, argv[optind], argv[optind + 1]));
+		}
+		if (optind < argc && !strcmp(argv[optind], "--"))
+			optind++;
+		if (optind >= argc)
+			dsec_usage_error("%s: no command given", id);
+		if (recopts)
+			dsec_usage_error("-j, -k and --max-output apply to records, not to one ID");
+		exit(foreground(&paths, id, argv + optind, envset, cwd, tty, ro.timeout_us));
+	}
+	if (tty)
+		dsec_usage_error("-t needs a sandbox ID");
+	if (isatty(0))
+		dsec_usage_error("no ID given and standard input is a terminal (records expected)");
+	dsec_jsonl_init_output();
+	ro.paths = &paths;
+	ro.argv = optind < argc ? argv + optind : NULL;
+	ro.env = envset;
+	ro.cwd = cwd;
+	failed = dsec_execrec_run(&ro, 0, &err);
+	free(envset);
+	if (failed < 0) {
+		dsec_err_print(&err);
+		return dsec_cli_exit(DSEC_EXIT_FATAL);
+	}
+	return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
+}

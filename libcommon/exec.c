@@ -1,0 +1,919 @@
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <termios.h>
+#include <unistd.h>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+#define EXEC_CLONE_INTO_CGROUP 0x200000000ULL
+#define DEVPTS_MAGIC 0x1cd1
+
+/* struct clone_args of linux/sched.h, spelled out: glibc's headers clash with the kernel's. */
+struct exec_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
+};
+
+/* The capabilities a command keeps: Docker's default set without CAP_MKNOD, CAP_NET_RAW and
+ * CAP_SYS_CHROOT (no device nodes, no raw sockets, nothing to chroot out of). */
+static const cap_value_t keep_caps[] = {
+    CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,           CAP_FSETID,  CAP_KILL,        CAP_SETGID,
+    CAP_SETUID, CAP_SETPCAP,      CAP_NET_BIND_SERVICE, CAP_SETFCAP, CAP_AUDIT_WRITE,
+};
+
+/* What the children tell the caller over the sync socket; sent whole. */
+enum { MSG_PID = 1, MSG_PTY, MSG_ERR };
+struct exec_msg {
+	int kind;
+	int stage; /* MSG_ERR: DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND */
+	pid_t pid;
+	struct dsec_err err;
+};
+
+/* Everything the children need, prepared before the fork so they allocate nothing. */
+struct exec_ctx {
+	const struct dsec_exec_target *t;
+	const struct dsec_exec_spec *s;
+	int sock;
+	int procs[DSEC_CG_NCTRL + 1]; /* v1: cgroup.procs fds to write "0" into, -1 ends */
+	int last_cap;
+	int devnull; /* the host's /dev/null, for fds the spec leaves at -1 */
+};
+
+int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
+			  struct dsec_err *err)
+{
+	char path[DSEC_CG_PATH_MAX + 16];
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	t->pidfd = t->cgdir = -1;
+	for (i = 0; i < DSEC_CG_NCTRL; i++)
+		t->cgprocs[i] = -1;
+	if (!dsec_sandbox_id_ok(id))
+		return dsec_err_set(err, EINVAL, "'%.64s': not a sandbox id", id);
+	if (dsec_sandbox_load(p, id, &t->sb, err) < 0) {
+		if (err->errnum == ENOENT)
+			return dsec_err_set(err, ENOENT, "%s: no such sandbox", id);
+		return -1;
+	}
+	t->pidfd = dsec_sandbox_pidfd(&t->sb, err);
+	if (t->pidfd < 0) {
+		if (err->errnum == ESRCH)
+			dsec_err_set(err, ESRCH, "%s: sandbox is not running (holder gone)", id);
+		goto fail;
+	}
+	t->nsflags = dsec_sandbox_nsflags(&t->sb);
+	if (t->sb.cg.version == 2) {
+		t->cgdir = open(t->sb.cg.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (t->cgdir < 0) {
+			dsec_err_sys(err, "%s: open cgroup '%s'", id, t->sb.cg.v2);
+			goto fail;
+		}
+	} else if (t->sb.cg.version == 1) {
+		for (i = 0; i < DSEC_CG_NCTRL; i++) {
+			if (!t->sb.cg.v1[i][0])
+				continue;
+			snprintf(path, sizeof(path), "%s/cgroup.procs", t->sb.cg.v1[i]);
+			t->cgprocs[i] = open(path, O_WRONLY | O_CLOEXEC);
+			if (t->cgprocs[i] < 0) {
+				dsec_err_sys(err, "%s: open '%s'", id, path);
+				goto fail;
+			}
+		}
+	}
+	return 0;
+fail:
+	dsec_exec_target_close(t);
+	return -1;
+}
+
+void dsec_exec_target_close(struct dsec_exec_target *t)
+{
+	int i;
+
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	if (t->cgdir >= 0)
+		close(t->cgdir);
+	for (i = 0; i < DSEC_CG_NCTRL; i++)
+		if (t->cgprocs[i] >= 0)
+			close(t->cgprocs[i]);
+	t->pidfd = t->cgdir = -1;
+	for (i = 0; i < DSEC_CG_NCTRL; i++)
+		t->cgprocs[i] = -1;
+	dsec_sandbox_free(&t->sb);
+}
+
+/* ---- in the children: async-signal-safe code only from here to start() ---- */
+
+static void send_msg(int sock, int kind, int stage, pid_t pid, const struct dsec_err *err, int fd)
+{
+	struct exec_msg m;
+	struct iovec iov = {&m, sizeof(m)};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	memset(&m, 0, sizeof(m));
+	m.kind = kind;
+	m.stage = stage;
+	m.pid = pid;
+	if (err)
+		m.err = *err;
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	while (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+__attribute__((noreturn)) static void child_fail(struct exec_ctx *c, int stage,
+						 struct dsec_err *err)
+{
+	send_msg(c->sock, MSG_ERR, stage, 0, err, -1);
+	_exit(stage == DSEC_EXEC_NOT_FOUND ? 127 : stage == DSEC_EXEC_CANNOT_RUN ? 126 : 125);
+}
+
+static const char *env_get(char *const *envp, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+/* execve argv[0], searched in envp's PATH (in the sandbox) when it has no '/'. Returns the
+ * errno that counts: ENOENT when found nowhere, EACCES when something found was not runnable. */
+static int exec_search(char *const *argv, char *const *envp)
+{
+	const char *file = argv[0], *path = env_get(envp, "PATH"), *p, *end;
+	char buf[PATH_MAX];
+	int seen_eacces = 0;
+
+	if (!file || !*file)
+		return ENOENT;
+	if (strchr(file, '/')) {
+		execve(file, argv, envp);
+		return errno;
+	}
+	if (!path)
+		path = DSEC_EXEC_PATH;
+	for (p = path;; p = end + 1) {
+		size_t dl;
+
+		end = strchrnul(p, ':');
+		dl = (size_t)(end - p);
+		if (dl + 1 + strlen(file) + 1 <= sizeof(buf)) {
+			memcpy(buf, p, dl);
+			if (!dl)
+				buf[dl++] = '.';
+			buf[dl] = '/';
+			strcpy(buf + dl + 1, file);
+			execve(buf, argv, envp);
+			if (errno == EACCES)
+				seen_eacces = 1;
+			else if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG)
+				return errno;
+		}
+		if (!*end)
+			break;
+	}
+	return seen_eacces ? EACCES : ENOENT;
+}
+
+/* The sandbox's /dev/pts/ptmx (or /dev/ptmx), opened inside its mount namespace and checked to
+ * be a real devpts multiplexer: the sandbox may have replaced the path with anything. */
+static int open_ptmx(void)
+{
+	static const char *paths[] = {"/dev/pts/ptmx", "/dev/ptmx"};
+	unsigned i;
+
+	for (i = 0; i < 2; i++) {
+		struct stat st;
+		struct statfs sf;
+		int fd = open(paths[i], O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && fstatfs(fd, &sf) == 0 &&
+		    (sf.f_type == DEVPTS_MAGIC ||
+		     (major(st.st_rdev) == 5 && minor(st.st_rdev) == 2))) {
+			int fl = fcntl(fd, F_GETFL);
+
+			if (fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
+			    unlockpt(fd) == 0)
+				return fd;
+		}
+		close(fd);
+	}
+	errno = ENXIO;
+	return -1;
+}
+
+static int setup_tty(struct exec_ctx *c, struct dsec_err *err)
+{
+	int ptm = open_ptmx(), pts, i;
+
+	if (ptm < 0)
+		return dsec_err_sys(err, "open the sandbox's /dev/pts/ptmx");
+	pts = ioctl(ptm, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (pts < 0)
+		return dsec_err_sys(err, "open the pty peer");
+	if (c->s->ws.ws_row && ioctl(pts, TIOCSWINSZ, &c->s->ws) < 0)
+		return dsec_err_sys(err, "set the window size");
+	send_msg(c->sock, MSG_PTY, 0, 0, NULL, ptm);
+	close(ptm);
+	if (setsid() < 0 || ioctl(pts, TIOCSCTTY, 0) < 0)
+		return dsec_err_sys(err, "make the pty the controlling terminal");
+	for (i = 0; i < 3; i++)
+		if (dup2(pts, i) < 0)
+			return dsec_err_sys(err, "dup2 pty");
+	if (pts > 2)
+		close(pts);
+	return 0;
+}
+
+/* Make the spec's fds the command's 0, 1, 2, whatever numbers they have now. */
+static int setup_fds(struct exec_ctx *c, struct dsec_err *err)
+{
+	int fd[3], i;
+
+	for (i = 0; i < 3; i++) {
+		fd[i] = c->s->fd[i] < 0 ? c->devnull : c->s->fd[i];
+		if (fd[i] >= 0 && fd[i] < 3 && fd[i] != i) {
+			fd[i] = fcntl(fd[i], F_DUPFD_CLOEXEC, 3);
+			if (fd[i] < 0)
+				return dsec_err_sys(err, "dup fd");
+		}
+	}
+	for (i = 0; i < 3; i++) {
+		if (fd[i] == i) {
+			if (fcntl(i, F_SETFD, 0) < 0)
+				return dsec_err_sys(err, "fd %d", i);
+		} else if (dup2(fd[i], i) < 0)
+			return dsec_err_sys(err, "dup2 fd %d", i);
+	}
+	return 0;
+}
+
+static int drop_caps(struct exec_ctx *c, struct dsec_err *err)
+{
+	cap_t caps;
+	int i, keep;
+	unsigned j;
+
+	for (i = 0; i <= c->last_cap; i++) {
+		for (keep = 0, j = 0; j < sizeof(keep_caps) / sizeof(keep_caps[0]); j++)
+			keep |= keep_caps[j] == i;
+		if (!keep && cap_drop_bound((cap_value_t)i) < 0 && errno != EINVAL)
+			return dsec_err_sys(err, "drop capability %d from the bounding set", i);
+	}
+	caps = cap_init();
+	if (!caps)
+		return dsec_err_sys(err, "cap_init");
+	if (cap_set_flag(caps, CAP_EFFECTIVE, sizeof(keep_caps) / sizeof(keep_caps[0]), keep_caps,
+			 CAP_SET) < 0 ||
+	    cap_set_flag(caps, CAP_PERMITTED, sizeof(keep_caps) / sizeof(keep_caps[0]), keep_caps,
+			 CAP_SET) < 0 ||
+	    cap_set_proc(caps) < 0) {
+		cap_free(caps);
+		return dsec_err_sys(err, "set capabilities");
+	}
+	cap_free(caps);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return dsec_err_sys(err, "clear ambient capabilities");
+	return 0;
+}
+
+/* The hook for the sandbox's seccomp filter (issue 5): loaded last before exec, after
+ * no_new_privs, so an unprivileged filter is allowed. Nothing to load yet. */
+static int exec_load_seccomp(struct exec_ctx *c, struct dsec_err *err)
+{
+	return 0;
+}
+
+/* The command's process: in every namespace of the sandbox, in its cgroup. */
+__attribute__((noreturn)) static void child_command(struct exec_ctx *c)
+{
+	const char *cwd = c->s->cwd && *c->s->cwd ? c->s->cwd : "/";
+	struct dsec_err err = {0};
+	sigset_t none;
+	int i, e;
+
+	if (c->s->tty ? setup_tty(c, &err) < 0 : setup_fds(c, &err) < 0)
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	if (chdir("/") < 0 || chdir(cwd) < 0) {
+		dsec_err_sys(&err, "cwd '%s'", cwd);
+		child_fail(c, DSEC_EXEC_CANNOT_RUN, &err);
+	}
+	/* Every host descriptor goes at exec: CLOEXEC rather than close, so the sync socket stays
+	 * until the exec succeeded. */
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+		dsec_err_sys(&err, "close_range");
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	}
+	for (i = 1; i < NSIG; i++)
+		signal(i, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		dsec_err_sys(&err, "set no_new_privs");
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	}
+	if (drop_caps(c, &err) < 0 || exec_load_seccomp(c, &err) < 0)
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	if (c->s->fn) {
+		/* Undumpable: the sandbox's processes share our uid and capabilities, so they could
+		 * otherwise ptrace the code working for the host. */
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		close(c->sock); /* setup done: the caller's start() returns */
+		_exit(c->s->fn(c->s->arg) == 0 ? 0 : 1);
+	}
+	e = exec_search(c->s->argv, c->s->envp);
+	errno = e;
+	dsec_err_sys(&err, "exec '%s'", c->s->argv[0] ? c->s->argv[0] : "");
+	child_fail(c, e == ENOENT ? DSEC_EXEC_NOT_FOUND : DSEC_EXEC_CANNOT_RUN, &err);
+}
+
+/* The first child: born in (or moved into) the sandbox's cgroup, joins its namespaces, then
+ * clones the command as a sibling (CLONE_PARENT) so the caller reaps it, and exits. */
+__attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
+{
+	struct dsec_err err = {0};
+	pid_t pid;
+	int i;
+
+	for (i = 0; c->procs[i] >= 0; i++)
+		if (write(c->procs[i], "0", 1) < 0) {
+			dsec_err_sys(&err, "%s: join cgroup", c->t->sb.id);
+			child_fail(c, DSEC_EXEC_FAILED, &err);
+		}
+	if (setns(c->t->pidfd, c->t->nsflags) < 0) {
+		dsec_err_sys(&err, "%s: setns", c->t->sb.id);
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	}
+	/* In a user namespace, become its root (host uid_base), not the unmapped overflow uid. */
+	if (c->t->sb.userns) {
+		setgroups(0, NULL); /* refused when the namespace denies setgroups: fine */
+		if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+			dsec_err_sys(&err, "%s: become root of the user namespace", c->t->sb.id);
+			child_fail(c, DSEC_EXEC_FAILED, &err);
+		}
+	}
+	pid = (pid_t)syscall(SYS_clone, CLONE_PARENT, 0, NULL, NULL, 0);
+	if (pid < 0) {
+		dsec_err_sys(&err, "%s: clone into the sandbox", c->t->sb.id);
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	}
+	if (pid == 0)
+		child_command(c);
+	send_msg(c->sock, MSG_PID, 0, pid, NULL, -1);
+	_exit(0);
+}
+
+/* ---- in the caller ---- */
+
+static int write_str(const char *dir, const char *file, const char *s)
+{
+	char path[DSEC_CG_PATH_MAX + 64];
+	int fd, r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	r = write(fd, s, strlen(s)) < 0 ? -1 : 0;
+	close(fd);
+	return r;
+}
+
+/* Read pids from dir/cgroup.procs into pids (at most n). Returns the count or -1. */
+static int read_pids(const char *dir, pid_t *pids, int n)
+{
+	char path[DSEC_CG_PATH_MAX + 64], buf[8192], *p, *end;
+	int fd, k = 0;
+	ssize_t len;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len < 0)
+		return -1;
+	buf[len] = '\0';
+	for (p = buf; k < n && *p; p = end) {
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (v > 0)
+			pids[k++] = (pid_t)v;
+	}
+	return k;
+}
+
+/* A cgroup of the exec's own below the sandbox's: the unit dsec_exec_kill kills. */
+static int exec_cgroup_make(struct dsec_exec_target *t, struct dsec_exec_proc *pr,
+			    struct dsec_err *err)
+{
+	static unsigned seq;
+	const char *par = NULL;
+
+	if (t->sb.cg.version == 2)
+		par = t->sb.cg.v2;
+	else if (t->sb.cg.version == 1 && t->sb.cg.v1[DSEC_CG_FREEZER][0]) {
+		par = t->sb.cg.v1[DSEC_CG_FREEZER];
+		pr->cgctrl = DSEC_CG_FREEZER;
+	} else if (t->sb.cg.version == 1 && t->sb.cg.v1[DSEC_CG_PIDS][0]) {
+		/* no freezer: kill in rounds until empty; the sandbox's pids limit bounds a
+		 * fork race */
+		par = t->sb.cg.v1[DSEC_CG_PIDS];
+		pr->cgctrl = DSEC_CG_PIDS;
+	}
+	if (!par)
+		return 0; /* no cgroup to kill by: only the command itself gets killed */
+	snprintf(pr->cgpar, sizeof(pr->cgpar), "%s", par);
+	snprintf(pr->cg, sizeof(pr->cg), "%s/exec-%d-%u", par, (int)getpid(), ++seq);
+	if (mkdir(pr->cg, 0755) < 0)
+		return dsec_err_sys(err, "%s: mkdir '%s'", t->sb.id, pr->cg);
+	pr->cgver = t->sb.cg.version;
+	return 0;
+}
+
+int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spec,
+		    struct dsec_exec_proc *pr, struct dsec_err *err)
+{
+	struct exec_ctx c = {.t = t, .s = spec, .last_cap = (int)cap_max_bits() - 1};
+	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
+	struct exec_msg m, got = {0};
+	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, ret = 0;
+	pid_t c1;
+
+	memset(pr, 0, sizeof(*pr));
+	pr->pidfd = pr->ptm = -1;
+	pr->start_us = dsec_now_us();
+	if (spec->killable && exec_cgroup_make(t, pr, err) < 0)
+		return DSEC_EXEC_FAILED;
+	if (t->sb.cg.version == 2) {
+		cgfd = pr->cgver ? open(pr->cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : t->cgdir;
+		if (cgfd < 0) {
+			dsec_err_sys(err, "%s: open '%s'", t->sb.id, pr->cg);
+			goto fail;
+		}
+		ca.flags |= EXEC_CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)cgfd;
+	} else if (t->sb.cg.version == 1) {
+		if (pr->cgver) {
+			char path[sizeof(pr->cg) + 16];
+
+			snprintf(path, sizeof(path), "%s/cgroup.procs", pr->cg);
+			execprocs = open(path, O_WRONLY | O_CLOEXEC);
+			if (execprocs < 0) {
+				dsec_err_sys(err, "%s: open '%s'", t->sb.id, path);
+				goto fail;
+			}
+		}
+		for (i = 0; i < DSEC_CG_NCTRL; i++) {
+			if (i == pr->cgctrl && execprocs >= 0)
+				c.procs[n++] = execprocs;
+			else if (t->cgprocs[i] >= 0)
+				c.procs[n++] = t->cgprocs[i];
+		}
+	}
+	c.procs[n] = -1;
+	for (i = 0; i < 3 && !spec->tty; i++)
+		if (spec->fd[i] < 0 && devnull < 0 &&
+		    (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+			dsec_err_sys(err, "open /dev/null");
+			goto fail;
+		}
+	c.devnull = devnull;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		dsec_err_sys(err, "%s: socketpair", t->sb.id);
+		goto fail;
+	}
+	c.sock = sv[1];
+	c1 = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (c1 == 0) {
+		close(sv[0]);
+		child_enter(&c);
+	}
+	close(sv[1]);
+	if (c1 < 0) {
+		dsec_err_sys(err, "%s: clone3", t->sb.id);
+		close(sv[0]);
+		goto fail;
+	}
+	for (;;) {
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = {&m, sizeof(m)};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cm;
+		ssize_t len = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC);
+
+		if (len < 0 && errno == EINTR)
+			continue;
+		if (len <= 0)
+			break;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+				if (m.kind == MSG_PTY && pr->ptm < 0)
+					pr->ptm = fd;
+				else
+					close(fd);
+			}
+		if (len != (ssize_t)sizeof(m))
+			continue;
+		if (m.kind == MSG_PID)
+			pr->pid = m.pid;
+		else if (m.kind == MSG_ERR && !got.kind)
+			got = m;
+	}
+	close(sv[0]);
+	while (waitpid(c1, &st, 0) < 0 && errno == EINTR)
+		;
+	if (got.kind == MSG_ERR) {
+		*err = got.err;
+		ret = got.stage;
+	} else if (pr->pid <= 0) {
+		ret =
+		    dsec_err_set(err, EIO, "%s: the entering child died (status %d)", t->sb.id, st);
+	} else {
+		pr->pidfd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
+		if (pr->pidfd < 0)
+			ret = dsec_err_sys(err, "%s: pidfd_open", t->sb.id);
+	}
+	if (cgfd >= 0 && cgfd != t->cgdir)
+		close(cgfd);
+	if (execprocs >= 0)
+		close(execprocs);
+	if (devnull >= 0)
+		close(devnull);
+	if (ret < 0)
+		dsec_exec_release(pr);
+	return ret;
+fail:
+	if (cgfd >= 0 && cgfd != t->cgdir)
+		close(cgfd);
+	if (execprocs >= 0)
+		close(execprocs);
+	if (devnull >= 0)
+		close(devnull);
+	dsec_exec_release(pr);
+	return DSEC_EXEC_FAILED;
+}
+
+/* v1: freeze, SIGKILL every task, thaw, until the cgroup is empty (without a freezer: kill
+ * rounds until empty). */
+static int kill_v1(const char *cg, int freezer)
+{
+	pid_t pids[1024];
+	int round, k, i;
+
+	for (round = 0; round < 200; round++) {
+		char state[16] = "";
+		int tries;
+
+		if (freezer)
+			write_str(cg, "freezer.state", "FROZEN");
+		for (tries = 0; freezer && tries < 100; tries++) {
+			char path[DSEC_CG_PATH_MAX + 64];
+			ssize_t len;
+			int fd;
+
+			snprintf(path, sizeof(path), "%s/freezer.state", cg);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				break;
+			len = read(fd, state, sizeof(state) - 1);
+			close(fd);
+			state[len > 0 ? len : 0] = '\0';
+			if (!strncmp(state, "FROZEN", 6))
+				break;
+			usleep(200);
+		}
+		k = read_pids(cg, pids, 1024);
+		for (i = 0; i < k; i++)
+			kill(pids[i], SIGKILL);
+		if (freezer)
+			write_str(cg, "freezer.state", "THAWED");
+		if (k <= 0)
+			return k < 0 ? -1 : 0;
+		usleep(round < 10 ? 200 : 5000);
+	}
+	errno = EBUSY;
+	return -1;
+}
+
+int dsec_exec_kill(struct dsec_exec_proc *pr, struct dsec_err *err)
+{
+	int r = 0;
+
+	if (pr->cgver == 2 && write_str(pr->cg, "cgroup.kill", "1") < 0) {
+		pid_t pids[1024];
+		int k = read_pids(pr->cg, pids, 1024), i;
+
+		for (i = 0; i < k; i++)
+			kill(pids[i], SIGKILL);
+	} else if (pr->cgver == 1 && kill_v1(pr->cg, pr->cgctrl == DSEC_CG_FREEZER) < 0) {
+		r = dsec_err_sys(err, "kill every process in '%s'", pr->cg);
+	}
+	if (!pr->reaped && pr->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, pr->pidfd, SIGKILL, NULL, 0);
+	return r;
+}
+
+int dsec_exec_wait(struct dsec_exec_proc *pr, int nohang, int *status, struct rusage *ru,
+		   struct dsec_err *err)
+{
+	pid_t r;
+
+	if (pr->reaped)
+		return dsec_err_set(err, ECHILD, "already reaped");
+	do
+		r = wait4(pr->pid, status, nohang ? WNOHANG : 0, ru);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return dsec_err_sys(err, "wait4 %d", (int)pr->pid);
+	if (r == 0)
+		return 0;
+	pr->reaped = 1;
+	return 1;
+}
+
+void dsec_exec_release(struct dsec_exec_proc *pr)
+{
+	int tries;
+
+	if (pr->pid > 0 && !pr->reaped) {
+		struct dsec_err e;
+		int st;
+
+		dsec_exec_kill(pr, &e);
+		dsec_exec_wait(pr, 0, &st, NULL, &e);
+	}
+	if (pr->cgver) {
+		/* Processes the command left behind move up to the sandbox's cgroup: they are the
+		 * sandbox's business now, like after `docker exec … sh -c 'cmd &'`. */
+		for (tries = 0; rmdir(pr->cg) < 0 && errno == EBUSY && tries < 100; tries++) {
+			pid_t pids[1024];
+			int k = read_pids(pr->cg, pids, 1024), i;
+			char buf[16];
+
+			for (i = 0; i < k; i++) {
+				snprintf(buf, sizeof(buf), "%d", (int)pids[i]);
+				write_str(pr->cgpar, "cgroup.procs", buf);
+			}
+			if (tries > 2)
+				usleep(1000);
+		}
+		pr->cgver = 0;
+	}
+	if (pr->pidfd >= 0)
+		close(pr->pidfd);
+	if (pr->ptm >= 0)
+		close(pr->ptm);
+	pr->pidfd = pr->ptm = -1;
+}
+
+/* ---- environment ---- */
+
+int dsec_env_set(struct dsec_env *e, const char *k, const char *v, struct dsec_err *err)
+{
+	size_t kl = strlen(k), i;
+	char *s;
+
+	if (!kl || strchr(k, '='))
+		return dsec_err_set(err, EINVAL, "environment name '%.64s' is not valid", k);
+	if (asprintf(&s, "%s=%s", k, v) < 0)
+		return dsec_err_set(err, ENOMEM, "environment");
+	for (i = 0; i < e->n; i++)
+		if (!strncmp(e->v[i], k, kl) && e->v[i][kl] == '=') {
+			free(e->v[i]);
+			e->v[i] = s;
+			return 0;
+		}
+	if (e->n + 2 > e->cap) {
+		size_t nc = e->cap ? e->cap * 2 : 16;
+		char **nv = realloc(e->v, nc * sizeof(*nv));
+
+		if (!nv) {
+			free(s);
+			return dsec_err_set(err, ENOMEM, "environment");
+		}
+		e->v = nv;
+		e->cap = nc;
+	}
+	e->v[e->n++] = s;
+	e->v[e->n] = NULL;
+	return 0;
+}
+
+int dsec_env_put(struct dsec_env *e, const char *kv, struct dsec_err *err)
+{
+	const char *eq = strchr(kv, '=');
+	char name[256];
+
+	if (!eq) {
+		const char *v = getenv(kv);
+
+		return v ? dsec_env_set(e, kv, v, err) : 0;
+	}
+	if (eq == kv || (size_t)(eq - kv) >= sizeof(name))
+		return dsec_err_set(err, EINVAL, "environment setting '%.64s' is not valid", kv);
+	memcpy(name, kv, (size_t)(eq - kv));
+	name[eq - kv] = '\0';
+	return dsec_env_set(e, name, eq + 1, err);
+}
+
+int dsec_env_init(struct dsec_env *e, const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	size_t i;
+	json_t *v;
+
+	memset(e, 0, sizeof(*e));
+	if (dsec_env_set(e, "PATH", DSEC_EXEC_PATH, err) < 0 ||
+	    dsec_env_set(e, "HOME", DSEC_EXEC_HOME, err) < 0)
+		return -1;
+	if (sb && sb->hostname[0] && dsec_env_set(e, "HOSTNAME", sb->hostname, err) < 0)
+		return -1;
+	if (sb && json_is_array(sb->env))
+		json_array_foreach(sb->env, i, v)
+		{
+			if (json_is_string(v) && dsec_env_put(e, json_string_value(v), err) < 0)
+				return -1;
+		}
+	return 0;
+}
+
+void dsec_env_free(struct dsec_env *e)
+{
+	size_t i;
+
+	for (i = 0; i < e->n; i++)
+		free(e->v[i]);
+	free(e->v);
+	memset(e, 0, sizeof(*e));
+}
+
+/* ---- capture ---- */
+
+int dsec_capture_read(struct dsec_capture *c, int fd, struct dsec_err *err)
+{
+	char sink[65536];
+	int budget;
+
+	/* A bounded number of reads per call, so one endless writer cannot starve the others. */
+	for (budget = 0; budget < 16; budget++) {
+		size_t room = c->len < c->max ? c->max - c->len : 0;
+		char *dst = sink;
+		size_t want = sizeof(sink);
+		ssize_t n;
+
+		if (room) {
+			if (c->cap - c->len < 65536 && c->cap < c->max) {
+				size_t nc = c->cap ? c->cap * 2 : 65536;
+				char *nb;
+
+				if (nc > c->max)
+					nc = c->max;
+				nb = realloc(c->buf, nc);
+				if (!nb)
+					return dsec_err_set(err, ENOMEM, "capture buffer");
+				c->buf = nb;
+				c->cap = nc;
+			}
+			dst = c->buf + c->len;
+			want = c->cap - c->len;
+		}
+		n = read(fd, dst, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 1;
+		if (n < 0)
+			return dsec_err_sys(err, "read output");
+		if (n == 0)
+			return 0;
+		if (dst == sink)
+			c->truncated = 1;
+		else
+			c->len += (size_t)n;
+	}
+	return 2;
+}
+
+void dsec_capture_free(struct dsec_capture *c)
+{
+	free(c->buf);
+	memset(c, 0, sizeof(*c));
+}
+
+json_t *dsec_utf8_json(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char *out = malloc(len * 3 + 1);
+	size_t i = 0, o = 0;
+	json_t *j;
+
+	if (!out)
+		return NULL;
+	while (i < len) {
+		unsigned char b = p[i];
+		unsigned need, k;
+		unsigned char lo = 0x80, hi = 0xbf;
+
+		if (b < 0x80) {
+			out[o++] = (char)b;
+			i++;
+			continue;
+		}
+		if (b >= 0xc2 && b <= 0xdf)
+			need = 1;
+		else if (b >= 0xe0 && b <= 0xef) {
+			need = 2;
+			if (b == 0xe0)
+				lo = 0xa0;
+			else if (b == 0xed)
+				hi = 0x9f;
+		} else if (b >= 0xf0 && b <= 0xf4) {
+			need = 3;
+			if (b == 0xf0)
+				lo = 0x90;
+			else if (b == 0xf4)
+				hi = 0x8f;
+		} else
+			need = 0;
+		for (k = 1; need && k <= need; k++) {
+			unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xbf;
+
+			if (i + k >= len || p[i + k] < l || p[i + k] > h)
+				break;
+		}
+		if (need && k > need) {
+			memcpy(out + o, p + i, need + 1);
+			o += need + 1;
+			i += need + 1;
+		} else {
+			memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD for the maximal subpart */
+			o += 3;
+			i += need ? k : 1;
+		}
+	}
+	j = json_stringn_nocheck(out, o);
+	free(out);
+	return j;
+}
+
+const char *dsec_signame(int sig)
+{
+	static char buf[32];
+	const char *a = sig > 0 && sig < NSIG ? sigabbrev_np(sig) : NULL;
+
+	if (a)
+		snprintf(buf, sizeof(buf), "SIG%s", a);
+	else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+		snprintf(buf, sizeof(buf), "SIGRTMIN+%d", sig - SIGRTMIN);
+	else
+		snprintf(buf, sizeof(buf), "SIG%d", sig);
+	return buf;
+}

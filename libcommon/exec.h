@@ -1,0 +1,163 @@
+/* Running a command inside a sandbox. Exec enters, it does not ask: nothing in the sandbox is
+ * talked to or trusted. The caller forks a child that joins the holder's cgroup (clone3
+ * CLONE_INTO_CGROUP on v2, cgroup.procs on v1) and its namespaces (setns on the holder's pidfd),
+ * then clones the command with CLONE_PARENT, so the command lives in the sandbox's pid namespace
+ * and is still the caller's own child: wait4() gives its status and rusage. Before exec the
+ * command's process closes every inherited descriptor, resets signals, sets no_new_privs and
+ * drops capabilities to dsec's default set. Setup errors come back whole (struct dsec_err) over a
+ * CLOEXEC socket, the crun way.
+ *
+ * Killing the whole tree: an exec made killable gets a cgroup of its own below the sandbox's
+ * (v2: <sandbox>/exec-<n>, killed with cgroup.kill; v1: freezer/<sandbox>/exec-<n>, frozen,
+ * every task SIGKILLed, thawed; without a freezer, pids/<sandbox>/exec-<n> killed in rounds until
+ * empty). setsid() or ignoring SIGTERM does not get a process out of it. */
+#ifndef DSEC_EXEC_H
+#define DSEC_EXEC_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/ioctl.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "sandbox.h"
+#include "state.h"
+
+#define DSEC_EXEC_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define DSEC_EXEC_HOME "/root"
+
+/* What dsec_exec_start returns besides 0: */
+enum {
+	DSEC_EXEC_FAILED = -1,     /* dsec could not set up the command (foreground exit 125) */
+	DSEC_EXEC_CANNOT_RUN = -2, /* the command could not be run (EACCES, ENOEXEC, a bad
+				    * cwd): foreground exit 126 */
+	DSEC_EXEC_NOT_FOUND = -3,  /* the command was not found: foreground exit 127 */
+};
+
+/* A sandbox opened for exec: its state and a pidfd of its holder. */
+struct dsec_exec_target {
+	struct dsec_sandbox sb;
+	int pidfd;
+	int nsflags;
+	int cgprocs[DSEC_CG_NCTRL]; /* v1: cgroup.procs of each controller (freezer too), or -1 */
+	int cgdir;                  /* v2: the sandbox's cgroup dir, or -1 */
+};
+
+/* Load sandbox id and open its holder. Returns 0; -1 with errnum ENOENT (no such sandbox) or
+ * ESRCH (holder gone). Release with dsec_exec_target_close. Not safe after fork. */
+int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
+			  struct dsec_err *err);
+void dsec_exec_target_close(struct dsec_exec_target *t);
+
+struct dsec_exec_spec {
+	char *const *argv; /* argv[0] without '/' is searched in the PATH of envp, in the sandbox */
+	char *const *envp; /* the whole environment (see dsec_env_*) */
+	const char *cwd;   /* resolved inside the sandbox; relative to "/"; NULL = "/" */
+	int fd[3]; /* host fds that become the command's 0, 1, 2 (-1: /dev/null); not closed */
+	int tty;   /* allocate a pty in the sandbox's devpts; fd[] is then ignored */
+	struct winsize ws; /* tty: initial window size (0 rows = leave it) */
+	int killable;      /* give it its own cgroup, so dsec_exec_kill gets every process */
+	/* Instead of exec: call fn(arg) in the fully set up process (namespaces, cgroup, fds,
+	 * capabilities, no_new_privs) and exit 0 when it returns 0, else 1. Start returns once the
+	 * setup is done. For dsec-exec cp: file work done as the sandbox, inside it. */
+	int (*fn)(void *arg);
+	void *arg;
+};
+
+struct dsec_exec_proc {
+	pid_t pid; /* host pid of the command, a child of the caller */
+	int pidfd; /* readable once it exited */
+	int ptm;   /* tty: the pseudo-terminal master (from the sandbox's devpts), else -1 */
+	uint64_t start_us;              /* monotonic, taken before the first fork */
+	int cgver;                      /* per-exec cgroup: 0 none, 1, 2 */
+	int cgctrl;                     /* v1: its hierarchy (DSEC_CG_FREEZER, else DSEC_CG_PIDS) */
+	char cg[DSEC_CG_PATH_MAX + 40]; /* its dir */
+	char cgpar[DSEC_CG_PATH_MAX];   /* the sandbox cgroup it sits in (same hierarchy) */
+	int reaped;
+};
+
+/* Start spec in t. On success fills pr and returns 0: the command runs (its exec succeeded).
+ * Otherwise DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND with err set; nothing is left running.
+ * Forks; the caller must be single-threaded and must not ignore SIGCHLD. */
+int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spec,
+		    struct dsec_exec_proc *pr, struct dsec_err *err);
+
+/* Kill every process of the exec: its cgroup when killable, else only the command. 0 or -1. */
+int dsec_exec_kill(struct dsec_exec_proc *pr, struct dsec_err *err);
+
+/* Reap the command: wait4 (blocking unless nohang). Returns 1 when reaped (status, ru filled),
+ * 0 when still running (nohang), -1 on error. */
+int dsec_exec_wait(struct dsec_exec_proc *pr, int nohang, int *status, struct rusage *ru,
+		   struct dsec_err *err);
+
+/* Release what start made: remove the per-exec cgroup (processes the command left running are
+ * moved to the sandbox's cgroup first), close fds. Kills and reaps the command when it still
+ * runs. */
+void dsec_exec_release(struct dsec_exec_proc *pr);
+
+/* An environment: "K=V" strings, later settings replace earlier ones of the same name. */
+struct dsec_env {
+	char **v; /* NULL-terminated */
+	size_t n, cap;
+};
+/* Set "K=V" (copied). "K" alone takes K's value from the host environment, or is skipped when
+ * unset there. 0, or -1 with EINVAL for an empty or '='-leading name. */
+int dsec_env_put(struct dsec_env *e, const char *kv, struct dsec_err *err);
+int dsec_env_set(struct dsec_env *e, const char *k, const char *v, struct dsec_err *err);
+/* The defaults (PATH, HOME, HOSTNAME) then the sandbox's own env. */
+int dsec_env_init(struct dsec_env *e, const struct dsec_sandbox *sb, struct dsec_err *err);
+void dsec_env_free(struct dsec_env *e);
+
+/* Output captured up to max bytes; the rest is read and dropped (truncated set). */
+struct dsec_capture {
+	char *buf;
+	size_t len, cap, max;
+	int truncated;
+};
+/* Read fd (non-blocking) until EAGAIN or EOF, at most 1 MiB per call. Returns 0 at EOF, 1 at
+ * EAGAIN, 2 when it stopped with more to read, -1 on error. */
+int dsec_capture_read(struct dsec_capture *c, int fd, struct dsec_err *err);
+void dsec_capture_free(struct dsec_capture *c);
+
+/* A JSON string of bytes that may not be UTF-8: each invalid sequence becomes U+FFFD (one per
+ * maximal invalid subpart, as Unicode recommends); NUL bytes are kept (\u0000). New reference. */
+json_t *dsec_utf8_json(const char *s, size_t len);
+
+/* "SIGKILL" for 9; static storage. */
+const char *dsec_signame(int sig);
+
+/* Records (execrec.c): for each JSON record read from infd, run a command in the sandbox the
+ * record's "id" names, up to `jobs` at once in one poll loop, and emit the record with
+ * "exec":{…} added as the commands finish (input order with keep_order). The record may bring
+ * its own "cmd" (array), "sh" (string), "stdin", "env" (object), "cwd" and "timeout" (duration
+ * string or seconds); they override the options. Records carrying an "error" pass through
+ * untouched; unknown ids, dead sandboxes, malformed lines and commands that cannot be run become
+ * error records and the rest go on. */
+struct dsec_execrec_opts {
+	const struct dsec_paths *paths;
+	unsigned jobs;
+	int keep_order;
+	uint64_t timeout_us; /* 0 = none */
+	uint64_t max_output; /* per stream */
+	char *const *argv;   /* default command; NULL = each record brings one */
+	char *const *env; /* "K=V" settings after the sandbox's env, NULL-terminated; may be NULL */
+	const char *cwd;  /* default cwd; NULL = "/" */
+	const char *tool; /* names the tool in error objects */
+};
+
+/* Run the loop until infd's end and every command has finished. Returns the number of failed
+ * records, or -1 with err on a fatal error (stdout gone: every running command is killed). */
+long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_err *err);
+
+/* Copying (cp.c), docker cp style: a file or a tree; when dst is an existing directory the copy
+ * goes into it under src's name, else it is created as dst. The sandbox side of the work runs
+ * inside the sandbox as a contained process (dsec_exec_start with fn), so no host path is ever
+ * resolved through the sandbox's symlinks. src "-" (cp_in): a tar stream on standard input,
+ * unpacked into the directory dst. dst "-" (cp_out): src as a tar stream on standard output.
+ * On the host, cp_out refuses absolute names, "..", links through symlinks, hard links and
+ * device nodes from the sandbox, and never restores setuid bits or owners. 0 or -1. */
+int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err);
+int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err);
+
+#endif

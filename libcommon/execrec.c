@@ -1,0 +1,690 @@
+/* The record loop of dsec-exec: many commands at once over one poll(2), no thread per stream. */
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jsonl.h"
+
+struct tcache {
+	struct dsec_exec_target t;
+	int used, refs;
+	uint64_t last;
+};
+
+struct job {
+	int used;
+	unsigned long seq;
+	json_t *rec;
+	json_t *cmd;
+	struct tcache *tc;
+	struct dsec_exec_proc pr;
+	int out, errfd, in, exited, status, timed_out;
+	struct dsec_capture cout, cerr;
+	char *stdin_buf;
+	size_t stdin_len, stdin_off;
+	uint64_t deadline;
+	struct rusage ru;
+};
+
+struct done {
+	unsigned long seq;
+	json_t *rec;
+};
+
+struct loop {
+	const struct dsec_execrec_opts *o;
+	struct tcache *cache;
+	size_t ncache;
+	struct job *jobs;
+	unsigned running;
+	long failed;
+	unsigned long seq_in, seq_out;
+	struct done *done; /* keep_order: finished records waiting for their turn */
+	size_t ndone, capdone;
+	/* input */
+	int infd, ieof;
+	char *ibuf;
+	size_t ilen, icap, max_line;
+	unsigned long lineno;
+	int skipping; /* inside a line that is too long */
+};
+
+/* ---- output ---- */
+
+static int emit_ready(struct loop *L, struct dsec_err *err)
+{
+	size_t i;
+
+	for (i = 0; i < L->ndone;) {
+		if (L->done[i].seq != L->seq_out) {
+			i++;
+			continue;
+		}
+		if (dsec_jsonl_emit(L->done[i].rec, err) < 0)
+			return -1;
+		json_decref(L->done[i].rec);
+		L->done[i] = L->done[--L->ndone];
+		L->seq_out++;
+		i = 0;
+	}
+	return 0;
+}
+
+/* Hand a finished record (reference stolen) to the output. */
+static int output(struct loop *L, unsigned long seq, json_t *rec, struct dsec_err *err)
+{
+	int r;
+
+	if (!L->o->keep_order) {
+		r = dsec_jsonl_emit(rec, err);
+		json_decref(rec);
+		return r;
+	}
+	if (L->ndone == L->capdone) {
+		size_t nc = L->capdone ? L->capdone * 2 : 64;
+		struct done *nd = realloc(L->done, nc * sizeof(*nd));
+
+		if (!nd) {
+			json_decref(rec);
+			return dsec_err_set(err, ENOMEM, "output queue");
+		}
+		L->done = nd;
+		L->capdone = nc;
+	}
+	L->done[L->ndone++] = (struct done){seq, rec};
+	return emit_ready(L, err);
+}
+
+static int fail_record(struct loop *L, unsigned long seq, json_t *rec, const struct dsec_err *e,
+		       struct dsec_err *err)
+{
+	L->failed++;
+	if (dsec_verbose >= 0)
+		dsec_errorx("%s", e->msg);
+	return output(L, seq, dsec_jsonl_set_error(rec, e, L->o->tool), err);
+}
+
+/* ---- sandboxes, opened once per stream ---- */
+
+static struct tcache *target_get(struct loop *L, const char *id, struct dsec_err *err)
+{
+	struct tcache *free_slot = NULL, *lru = NULL;
+	size_t i;
+
+	for (i = 0; i < L->ncache; i++) {
+		struct tcache *c = &L->cache[i];
+
+		if (c->used && !strcmp(c->t.sb.id, id)) {
+			c->last = dsec_now_us();
+			return c;
+		}
+		if (!c->used && !free_slot)
+			free_slot = c;
+		if (c->used && !c->refs && (!lru || c->last < lru->last))
+			lru = c;
+	}
+	if (!free_slot) {
+		if (!lru)
+			return dsec_err_set(err, EAGAIN, "%s: too many sandboxes in flight", id),
+			       NULL;
+		dsec_exec_target_close(&lru->t);
+		lru->used = 0;
+		free_slot = lru;
+	}
+	if (dsec_exec_target_open(L->o->paths, id, &free_slot->t, err) < 0)
+		return NULL;
+	free_slot->used = 1;
+	free_slot->refs = 0;
+	free_slot->last = dsec_now_us();
+	return free_slot;
+}
+
+static void target_drop(struct tcache *c)
+{
+	if (c->used && !c->refs) {
+		dsec_exec_target_close(&c->t);
+		c->used = 0;
+	}
+}
+
+/* ---- one record ---- */
+
+static char **argv_of(json_t *cmd)
+{
+	size_t n = json_array_size(cmd), i;
+	char **v = calloc(n + 1, sizeof(*v));
+
+	for (i = 0; v && i < n; i++)
+		v[i] = (char *)json_string_value(json_array_get(cmd, i));
+	return v;
+}
+
+/* The command of a record: its "cmd" or "sh", else the options' argv. New reference or NULL. */
+static json_t *command_of(struct loop *L, json_t *rec, struct dsec_err *err)
+{
+	json_t *cmd = json_object_get(rec, "cmd"), *sh = json_object_get(rec, "sh"), *v;
+	size_t i;
+
+	if (cmd && sh)
+		return dsec_err_set(err, EINVAL, "record has both \"cmd\" and \"sh\""), NULL;
+	if (sh) {
+		if (!json_is_string(sh))
+			return dsec_err_set(err, EINVAL, "\"sh\" is not a string"), NULL;
+		return json_pack("[s,s,O]", "/bin/sh", "-c", sh);
+	}
+	if (cmd) {
+		if (!json_is_array(cmd) || !json_array_size(cmd))
+			return dsec_err_set(err, EINVAL, "\"cmd\" is not a non-empty array"), NULL;
+		json_array_foreach(cmd, i, v) if (!json_is_string(v)) return dsec_err_set(
+		    err, EINVAL, "\"cmd\"[%zu] is not a string", i),
+		    NULL;
+		return json_incref(cmd);
+	}
+	if (!L->o->argv || !L->o->argv[0])
+		return dsec_err_set(err, EINVAL,
+				    "no command: none given and the record has no "
+				    "\"cmd\" or \"sh\""),
+		       NULL;
+	cmd = json_array();
+	for (i = 0; L->o->argv[i]; i++)
+		json_array_append_new(cmd, json_string(L->o->argv[i]));
+	return cmd;
+}
+
+static int record_env(struct loop *L, struct dsec_env *env, const struct dsec_sandbox *sb,
+		      json_t *rec, struct dsec_err *err)
+{
+	json_t *e = json_object_get(rec, "env"), *v;
+	const char *k;
+	size_t i;
+
+	if (dsec_env_init(env, sb, err) < 0)
+		return -1;
+	for (i = 0; L->o->env && L->o->env[i]; i++)
+		if (dsec_env_put(env, L->o->env[i], err) < 0)
+			return -1;
+	if (!e)
+		return 0;
+	if (!json_is_object(e))
+		return dsec_err_set(err, EINVAL, "\"env\" is not an object");
+	json_object_foreach(e, k, v)
+	{
+		if (!json_is_string(v))
+			return dsec_err_set(err, EINVAL, "\"env\".%s is not a string", k);
+		if (dsec_env_set(env, k, json_string_value(v), err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int record_timeout(struct loop *L, json_t *rec, uint64_t *us, struct dsec_err *err)
+{
+	json_t *t = json_object_get(rec, "timeout");
+
+	*us = L->o->timeout_us;
+	if (!t || json_is_null(t))
+		return 0;
+	if (json_is_string(t))
+		return dsec_parse_duration(json_string_value(t), 366ULL * 86400 * 1000000, us,
+					   "\"timeout\"", err);
+	if (json_is_number(t) && json_number_value(t) >= 0 &&
+	    json_number_value(t) < 366.0 * 86400) {
+		*us = (uint64_t)(json_number_value(t) * 1e6);
+		return 0;
+	}
+	return dsec_err_set(err, EINVAL, "\"timeout\" is not a duration");
+}
+
+static void job_clear(struct job *j)
+{
+	if (j->out >= 0)
+		close(j->out);
+	if (j->errfd >= 0)
+		close(j->errfd);
+	if (j->in >= 0)
+		close(j->in);
+	dsec_capture_free(&j->cout);
+	dsec_capture_free(&j->cerr);
+	json_decref(j->cmd);
+	json_decref(j->rec);
+	if (j->tc)
+		j->tc->refs--;
+	memset(j, 0, sizeof(*j));
+	j->out = j->errfd = j->in = -1;
+}
+
+/* Start rec in slot j. Returns 1 when started, 0 when the record was finished at once (passed
+ * through or failed), -1 on a fatal error. */
+static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long seq,
+		     struct dsec_err *err)
+{
+	struct dsec_err e = {0};
+	struct dsec_exec_spec s = {0};
+	struct dsec_env env = {0};
+	json_t *id = json_object_get(rec, "id"), *cwd = json_object_get(rec, "cwd"),
+	       *in = json_object_get(rec, "stdin");
+	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, retried = 0;
+	char **argv = NULL;
+	uint64_t tmo;
+
+	if (json_object_get(rec, "error"))
+		return output(L, seq, rec, err) < 0 ? -1 : 0;
+	memset(j, 0, sizeof(*j));
+	j->out = j->errfd = j->in = -1;
+	j->rec = rec;
+	j->seq = seq;
+	if (!json_is_string(id)) {
+		dsec_err_set(&e, EINVAL, "record has no \"id\" string");
+		goto bad;
+	}
+	j->cmd = command_of(L, rec, &e);
+	if (!j->cmd) {
+		dsec_err_wrap(&e, "%s", json_string_value(id));
+		goto bad;
+	}
+	if ((cwd && !json_is_string(cwd)) || (in && !json_is_string(in) && !json_is_null(in))) {
+		dsec_err_set(&e, EINVAL, "%s: \"%s\" is not a string", json_string_value(id),
+			     cwd && !json_is_string(cwd) ? "cwd" : "stdin");
+		goto bad;
+	}
+	if (record_timeout(L, rec, &tmo, &e) < 0) {
+		dsec_err_wrap(&e, "%s", json_string_value(id));
+		goto bad;
+	}
+again:
+	j->tc = target_get(L, json_string_value(id), &e);
+	if (!j->tc)
+		goto bad;
+	j->tc->refs++;
+	if (record_env(L, &env, &j->tc->t.sb, rec, &e) < 0) {
+		dsec_err_wrap(&e, "%s", json_string_value(id));
+		goto bad;
+	}
+	argv = argv_of(j->cmd);
+	if (!argv || pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
+	    (json_is_string(in) && pipe2(pi, O_CLOEXEC) < 0)) {
+		dsec_err_sys(&e, "%s: pipe", json_string_value(id));
+		goto bad;
+	}
+	s.argv = argv;
+	s.envp = env.v;
+	s.cwd = cwd ? json_string_value(cwd) : L->o->cwd;
+	s.fd[0] = pi[0];
+	s.fd[1] = po[1];
+	s.fd[2] = pe[1];
+	s.killable = tmo > 0;
+	r = dsec_exec_start(&j->tc->t, &s, &j->pr, &e);
+	close(po[1]);
+	close(pe[1]);
+	if (pi[0] >= 0)
+		close(pi[0]);
+	po[1] = pe[1] = pi[0] = -1;
+	free(argv);
+	argv = NULL;
+	dsec_env_free(&env);
+	if (r == DSEC_EXEC_FAILED && !retried) {
+		/* A cached sandbox may have died since: look again, once. */
+		retried = 1;
+		j->tc->refs--;
+		target_drop(j->tc);
+		j->tc = NULL;
+		close(po[0]);
+		close(pe[0]);
+		if (pi[1] >= 0)
+			close(pi[1]);
+		po[0] = pe[0] = pi[1] = -1;
+		goto again;
+	}
+	if (r < 0) {
+		if (r == DSEC_EXEC_CANNOT_RUN || r == DSEC_EXEC_NOT_FOUND)
+			json_object_set_new(rec, "exec",
+					    json_pack("{s:O,s:i}", "cmd", j->cmd, "exit",
+						      r == DSEC_EXEC_NOT_FOUND ? 127 : 126));
+		else {
+			j->tc->refs--;
+			target_drop(j->tc);
+			j->tc = NULL;
+		}
+		dsec_err_wrap(&e, "%s", json_string_value(id));
+		goto bad;
+	}
+	j->used = 1;
+	j->out = po[0];
+	j->errfd = pe[0];
+	j->in = pi[1];
+	fcntl(j->out, F_SETFL, O_NONBLOCK);
+	fcntl(j->errfd, F_SETFL, O_NONBLOCK);
+	if (j->in >= 0) {
+		fcntl(j->in, F_SETFL, O_NONBLOCK);
+		j->stdin_buf = (char *)json_string_value(in);
+		j->stdin_len = json_string_length(in);
+	}
+	j->cout.max = j->cerr.max = L->o->max_output;
+	j->deadline = tmo ? j->pr.start_us + tmo : 0;
+	L->running++;
+	return 1;
+bad:
+	free(argv);
+	dsec_env_free(&env);
+	for (r = 0; r < 2; r++) {
+		if (po[r] >= 0)
+			close(po[r]);
+		if (pe[r] >= 0)
+			close(pe[r]);
+		if (pi[r] >= 0)
+			close(pi[r]);
+	}
+	j->rec = NULL;
+	job_clear(j);
+	return fail_record(L, seq, rec, &e, err) < 0 ? -1 : 0;
+}
+
+static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
+{
+	json_t *x, *rec = j->rec;
+	struct dsec_err e;
+	unsigned long seq;
+	int k;
+
+	/* What the command wrote before it exited is in the pipes: take it (bounded, since a
+	 * process it left behind may still be writing). */
+	for (k = 0; k < 4 && j->out >= 0; k++)
+		if (dsec_capture_read(&j->cout, j->out, &e) < 2)
+			break;
+	for (k = 0; k < 4 && j->errfd >= 0; k++)
+		if (dsec_capture_read(&j->cerr, j->errfd, &e) < 2)
+			break;
+	dsec_exec_release(&j->pr);
+	x = json_pack("{s:O}", "cmd", j->cmd);
+	json_object_set_new(
+	    x, "exit", WIFEXITED(j->status) ? json_integer(WEXITSTATUS(j->status)) : json_null());
+	json_object_set_new(x, "signal",
+			    WIFSIGNALED(j->status) ? json_string(dsec_signame(WTERMSIG(j->status)))
+						   : json_null());
+	json_object_set_new(x, "stdout",
+			    dsec_utf8_json(j->cout.buf ? j->cout.buf : "", j->cout.len));
+	json_object_set_new(x, "stderr",
+			    dsec_utf8_json(j->cerr.buf ? j->cerr.buf : "", j->cerr.len));
+	json_object_set_new(x, "truncated", json_boolean(j->cout.truncated || j->cerr.truncated));
+	json_object_set_new(x, "timed_out", json_boolean(j->timed_out));
+	json_object_set_new(x, "wall_us",
+			    json_integer((json_int_t)(dsec_now_us() - j->pr.start_us)));
+	json_object_set_new(
+	    x, "cpu_us",
+	    json_integer((json_int_t)(j->ru.ru_utime.tv_sec + j->ru.ru_stime.tv_sec) * 1000000 +
+			 j->ru.ru_utime.tv_usec + j->ru.ru_stime.tv_usec));
+	json_object_set_new(x, "max_rss_kb", json_integer(j->ru.ru_maxrss));
+	json_object_set_new(rec, "exec", x);
+	j->rec = NULL;
+	seq = j->seq;
+	job_clear(j);
+	L->running--;
+	return output(L, seq, rec, err);
+}
+
+/* ---- input: complete lines from a non-blocking fd ---- */
+
+/* The next complete line (NUL-terminated in place), or NULL. *len is set. */
+static char *next_line(struct loop *L, size_t *len, size_t *consumed)
+{
+	char *nl = memchr(L->ibuf, '\n', L->ilen);
+
+	if (nl) {
+		*len = (size_t)(nl - L->ibuf);
+		*consumed = *len + 1;
+	} else if (L->ieof && L->ilen) {
+		*len = L->ilen;
+		*consumed = L->ilen;
+	} else
+		return NULL;
+	L->ibuf[*len] = '\0';
+	return L->ibuf;
+}
+
+static int read_input(struct loop *L, struct dsec_err *err)
+{
+	ssize_t n;
+
+	if (L->icap - L->ilen < 65536) {
+		size_t nc = L->icap ? L->icap * 2 : 131072;
+		char *nb = realloc(L->ibuf, nc + 1);
+
+		if (!nb)
+			return dsec_err_set(err, ENOMEM, "input buffer");
+		L->ibuf = nb;
+		L->icap = nc;
+	}
+	n = read(L->infd, L->ibuf + L->ilen, L->icap - L->ilen);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n < 0)
+		return dsec_err_sys(err, "read standard input");
+	if (n == 0)
+		L->ieof = 1;
+	L->ilen += (size_t)n;
+	return 0;
+}
+
+/* Take one record from the buffer: 1 with *rec, 0 when no complete line is there, -1 with err
+ * for a bad line (consumed). */
+static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
+{
+	for (;;) {
+		size_t len, used;
+		char *line = next_line(L, &len, &used);
+		json_error_t je;
+		const char *p;
+		int bad = 0;
+
+		if (!line) {
+			if (L->ilen > L->max_line) { /* too long and still no newline: drop it */
+				if (!L->skipping) {
+					L->lineno++;
+					dsec_err_set(e, E2BIG,
+						     "<stdin>:%lu: line longer than %zu bytes",
+						     L->lineno, L->max_line);
+					bad = 1;
+				}
+				L->skipping = 1;
+				L->ilen = 0;
+				return bad ? -1 : 0;
+			}
+			return 0;
+		}
+		if (L->skipping) { /* the rest of a line reported already */
+			L->skipping = 0;
+			memmove(L->ibuf, L->ibuf + used, L->ilen - used);
+			L->ilen -= used;
+			continue;
+		}
+		L->lineno++;
+		*rec = NULL;
+		for (p = line; *p == ' ' || *p == '\t' || *p == '\r'; p++)
+			;
+		if (len > L->max_line)
+			dsec_err_set(e, E2BIG, "<stdin>:%lu: line longer than %zu bytes", L->lineno,
+				     L->max_line);
+		else if (memchr(line, '\0', len))
+			dsec_err_set(e, EINVAL, "<stdin>:%lu: NUL byte in line", L->lineno);
+		else if (*p && !(*rec = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je)))
+			dsec_err_set(e, EINVAL, "<stdin>:%lu: invalid JSON: %s", L->lineno,
+				     je.text);
+		else if (*rec && !json_is_object(*rec)) {
+			json_decref(*rec);
+			*rec = NULL;
+			dsec_err_set(e, EINVAL, "<stdin>:%lu: record is not a JSON object",
+				     L->lineno);
+		}
+		memmove(L->ibuf, L->ibuf + used, L->ilen - used);
+		L->ilen -= used;
+		if (*rec)
+			return 1;
+		if (*p)
+			return -1;
+	}
+}
+
+/* ---- the loop ---- */
+
+static void kill_all(struct loop *L)
+{
+	unsigned i;
+
+	for (i = 0; i < L->o->jobs; i++)
+		if (L->jobs[i].used) {
+			dsec_exec_release(&L->jobs[i].pr);
+			job_clear(&L->jobs[i]);
+		}
+	L->running = 0;
+}
+
+static int job_io(struct loop *L, struct job *j, struct pollfd *pf, struct dsec_err *err)
+{
+	struct dsec_err e;
+
+	if (j->out >= 0 && pf[0].revents && dsec_capture_read(&j->cout, j->out, &e) == 0) {
+		close(j->out);
+		j->out = -1;
+	}
+	if (j->errfd >= 0 && pf[1].revents && dsec_capture_read(&j->cerr, j->errfd, &e) == 0) {
+		close(j->errfd);
+		j->errfd = -1;
+	}
+	if (j->in >= 0 && pf[2].revents) {
+		ssize_t n = write(j->in, j->stdin_buf + j->stdin_off, j->stdin_len - j->stdin_off);
+
+		if (n > 0)
+			j->stdin_off += (size_t)n;
+		if ((n < 0 && errno != EAGAIN && errno != EINTR) || j->stdin_off >= j->stdin_len) {
+			close(j->in); /* all fed, or the command closed its stdin (EPIPE) */
+			j->in = -1;
+		}
+	}
+	if (pf[3].revents && !j->exited) {
+		int r = dsec_exec_wait(&j->pr, 1, &j->status, &j->ru, &e);
+
+		if (r != 0) {
+			j->exited = 1;
+			if (r < 0)
+				j->status = W_EXITCODE(125, 0);
+			return job_finish(L, j, err);
+		}
+	}
+	return 0;
+}
+
+long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_err *err)
+{
+	struct loop L = {.o = o, .infd = infd};
+	struct pollfd *pf;
+	const char *ml = getenv("DSEC_MAX_LINE");
+	unsigned i;
+	long ret;
+
+	L.max_line = ml && *ml ? strtoul(ml, NULL, 10) : DSEC_JSONL_MAX_LINE_DEFAULT;
+	if (!L.max_line)
+		L.max_line = DSEC_JSONL_MAX_LINE_DEFAULT;
+	L.ncache = o->jobs + 64;
+	L.cache = calloc(L.ncache, sizeof(*L.cache));
+	L.jobs = calloc(o->jobs, sizeof(*L.jobs));
+	pf = calloc(o->jobs * 4 + 1, sizeof(*pf));
+	if (!L.cache || !L.jobs || !pf) {
+		ret = dsec_err_set(err, ENOMEM, "job table");
+		goto out;
+	}
+	for (i = 0; i < o->jobs; i++)
+		L.jobs[i].out = L.jobs[i].errfd = L.jobs[i].in = -1;
+	fcntl(infd, F_SETFL, fcntl(infd, F_GETFL) | O_NONBLOCK);
+	for (;;) {
+		uint64_t now, next = 0;
+		int tmo = -1, n;
+
+		/* start what fits */
+		while (L.running < o->jobs && L.ndone < 1024) {
+			struct dsec_err e;
+			json_t *rec;
+			int r = take_record(&L, &rec, &e);
+
+			if (r == 0)
+				break;
+			if (r < 0) {
+				if (fail_record(&L, L.seq_in++,
+						dsec_jsonl_error_record(&e, o->tool), &e, err) < 0)
+					goto fatal;
+				continue;
+			}
+			for (i = 0; L.jobs[i].used; i++)
+				;
+			if (job_start(&L, &L.jobs[i], rec, L.seq_in++, err) < 0)
+				goto fatal;
+		}
+		if (L.ieof && !L.ilen && !L.running)
+			break;
+		n = 0;
+		if (!L.ieof && L.running < o->jobs && L.ndone < 1024)
+			pf[n++] = (struct pollfd){infd, POLLIN, 0};
+		else
+			pf[n++] = (struct pollfd){-1, 0, 0};
+		now = dsec_now_us();
+		for (i = 0; i < o->jobs; i++) {
+			struct job *j = &L.jobs[i];
+
+			if (!j->used) {
+				pf[n++] = (struct pollfd){-1, 0, 0};
+				pf[n++] = (struct pollfd){-1, 0, 0};
+				pf[n++] = (struct pollfd){-1, 0, 0};
+				pf[n++] = (struct pollfd){-1, 0, 0};
+				continue;
+			}
+			if (j->deadline && !j->timed_out && now >= j->deadline) {
+				struct dsec_err e;
+
+				j->timed_out = 1;
+				if (dsec_exec_kill(&j->pr, &e) < 0)
+					dsec_warnx("%s", e.msg);
+			}
+			if (j->deadline && !j->timed_out && (!next || j->deadline < next))
+				next = j->deadline;
+			pf[n++] = (struct pollfd){j->out, POLLIN, 0};
+			pf[n++] = (struct pollfd){j->errfd, POLLIN, 0};
+			pf[n++] = (struct pollfd){j->in, POLLOUT, 0};
+			pf[n++] = (struct pollfd){j->pr.pidfd, POLLIN, 0};
+		}
+		if (next)
+			tmo = next > now ? (int)((next - now + 999) / 1000) : 0;
+		if (poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR) {
+			ret = dsec_err_sys(err, "poll");
+			goto fatal;
+		}
+		if (pf[0].revents && read_input(&L, err) < 0)
+			goto fatal;
+		for (i = 0; i < o->jobs; i++)
+			if (L.jobs[i].used && job_io(&L, &L.jobs[i], &pf[1 + 4 * i], err) < 0)
+				goto fatal;
+	}
+	ret = L.failed;
+	goto out;
+fatal:
+	ret = -1;
+	kill_all(&L);
+out:
+	for (i = 0; i < L.ndone; i++)
+		json_decref(L.done[i].rec);
+	for (i = 0; L.cache && i < L.ncache; i++)
+		if (L.cache[i].used)
+			dsec_exec_target_close(&L.cache[i].t);
+	free(L.done);
+	free(L.cache);
+	free(L.jobs);
+	free(L.ibuf);
+	free(pf);
+	return ret;
+}

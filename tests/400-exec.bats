@@ -1,0 +1,283 @@
+#!/usr/bin/env bats
+# dsec-exec: foreground, records, timeouts, output limits, isolation of the command, pty, cp.
+
+load helpers
+load image
+
+setup() {
+	dsec_setup
+	make_busybox_image
+	ID=$(dsec-spawn --image busybox | jq -r .id)
+	[ -n "$ID" ] && [ "$ID" != null ]
+	run dsec-exec cp "$PROBE" "$ID:/bin/probe"
+	echo "cp probe: status $status: $output"
+	[ "$status" -eq 0 ]
+}
+
+teardown() { dsec_teardown; }
+
+# the sandbox's cgroup dir in one hierarchy (pids on v1, the v2 dir otherwise)
+sb_cgroup() {
+	jq -r '.cgroup | if .version == 2 then .path else .paths.pids end' \
+		"$DSEC_RUN/sandboxes/$ID/sandbox.json"
+}
+
+@test "--help and the man page name the same long options" {
+	local h m mo page
+	h=$(dsec-exec --help | grep -o -- '--[a-z][a-z-]*' | sort -u)
+	page=$(mandoc -Tascii "$TOP/man/dsec-exec.1" | col -b)
+	m=$(grep -o -- '--[a-z][a-z-]*' <<<"$page" | sort -u)
+	# the OPTIONS section (examples may show other tools' options)
+	mo=$(sed -n '/^OPTIONS/,/^[A-Z]/p' <<<"$page" | grep -o -- '--[a-z][a-z-]*' | sort -u)
+	[ -n "$mo" ]
+	for o in $h; do grep -qx -- "$o" <<<"$m" || { echo "man lacks $o"; return 1; }; done
+	for o in $mo; do grep -qx -- "$o" <<<"$h" || { echo "--help lacks $o"; return 1; }; done
+	mandoc -Tlint -Wwarning "$TOP/man/dsec-exec.1"
+}
+
+@test "foreground: exit status, 128+signal, 126, 127, 125" {
+	run dsec-exec "$ID" -- sh -c 'exit 7'
+	[ "$status" -eq 7 ]
+	run dsec-exec "$ID" -- sh -c 'kill -9 $$'
+	[ "$status" -eq 137 ]
+	run dsec-exec "$ID" probe kill 15
+	[ "$status" -eq 143 ]
+	run dsec-exec "$ID" -- no-such-command
+	[ "$status" -eq 127 ]
+	[[ "$output" == *"$ID"*"No such file"* ]]
+	run dsec-exec "$ID" -- /etc/passwd
+	[ "$status" -eq 126 ]
+	run dsec-exec sb-000000000000 -- true
+	[ "$status" -eq 125 ]
+	[[ "$output" == *"sb-000000000000: no such sandbox"* ]]
+	run dsec-exec "$ID"
+	[ "$status" -eq 2 ]
+}
+
+@test "foreground: stdin, stdout and stderr pass straight through" {
+	run bash -c "printf 'hello\nworld\n' | dsec-exec $ID -- sh -c 'cat; echo err >&2' 2>/dev/null"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf 'hello\nworld')" ]
+	run bash -c "dsec-exec $ID -- sh -c 'echo out; echo err >&2' 2>&1 >/dev/null"
+	[ "$output" = err ]
+}
+
+@test "the command is in the sandbox: pid namespace, hostname, mounts" {
+	run dsec-exec "$ID" probe pid
+	[ "$status" -eq 0 ]
+	[ "$output" -gt 1 ] && [ "$output" -lt 100 ]
+	run dsec-exec "$ID" probe hostname
+	[ "$output" = "$ID" ]
+	run dsec-exec "$ID" -- ps -o pid,comm
+	[[ "$output" == *" 1 dsec-holder"* ]] || [[ "$output" == *"1 root"*"holder"* ]] ||
+		[[ "$(echo "$output" | awk '$1 == 1')" != "" ]]
+	run dsec-exec "$ID" probe mounts
+	[[ "$output" != *"$TESTDIR"* ]]
+}
+
+@test "no host descriptor leaks into the sandbox" {
+	exec 7>"$TESTDIR/leak" 8<"$TESTDIR/leak"
+	run dsec-exec "$ID" probe fds
+	exec 7>&- 8<&-
+	[ "$status" -eq 0 ]
+	[ "$output" = "0 1 2" ]
+	run bash -c "exec 9</dev/null; echo '{\"id\":\"$ID\",\"cmd\":[\"probe\",\"fds\"]}' | dsec-exec"
+	json_is "$(records)" .exec.stdout "0 1 2"
+}
+
+@test "capabilities dropped to the default set, no_new_privs set" {
+	run dsec-exec "$ID" probe caps
+	[ "$output" = "eff=00000000a00005fb prm=00000000a00005fb inh=0000000000000000 bnd=00000000a00005fb amb=0000000000000000" ]
+	run dsec-exec "$ID" probe nnp
+	[ "$output" = 1 ]
+	run dsec-exec "$ID" probe syscall mount
+	[ "$output" = EPERM ]
+	run dsec-exec "$ID" probe syscall chroot
+	[ "$output" = EPERM ]
+	run dsec-exec "$ID" probe syscall mknod
+	[ "$output" = EPERM ]
+}
+
+@test "cwd and environment" {
+	run dsec-exec -w /tmp "$ID" probe cwd
+	[ "$output" = /tmp ]
+	run dsec-exec -w /nonexistent "$ID" probe cwd
+	[ "$status" -eq 126 ]
+	run dsec-exec "$ID" probe cwd
+	[ "$output" = / ]
+	run dsec-exec -e FOO=bar -e FOO=baz "$ID" probe env FOO
+	[ "$output" = baz ]
+	HOSTVAR=fromhost run dsec-exec -e HOSTVAR "$ID" probe env HOSTVAR
+	[ "$output" = fromhost ]
+	run dsec-exec "$ID" probe env PATH
+	[[ "$output" == */usr/bin*/bin* ]]
+	run dsec-exec "$ID" probe env HOME
+	[ "$output" = /root ]
+	run dsec-exec "$ID" probe env DSEC_ROOT
+	[ "$output" = "(unset)" ]
+}
+
+@test "records: result added, user key kept, record cmd/sh/stdin/env/cwd" {
+	run bash -c "printf '%s\n' \
+		'{\"id\":\"$ID\",\"task\":\"t1\",\"sh\":\"echo out; echo err >&2; exit 3\"}' \
+		'{\"id\":\"$ID\",\"task\":\"t2\",\"cmd\":[\"cat\"],\"stdin\":\"fed\"}' \
+		'{\"id\":\"$ID\",\"task\":\"t3\",\"cmd\":[\"probe\",\"env\",\"X\"],\"env\":{\"X\":\"y\"}}' \
+		'{\"id\":\"$ID\",\"task\":\"t4\",\"cwd\":\"/etc\"}' | dsec-exec -k -- probe cwd"
+	[ "$status" -eq 0 ]
+	local r
+	r=$(records)
+	[ "$(echo "$r" | wc -l)" -eq 4 ]
+	json_is "$(echo "$r" | sed -n 1p)" '[.task,.exec.exit,.exec.stdout,.exec.stderr,.exec.signal,.exec.timed_out] | @json' '["t1",3,"out\n","err\n",null,false]'
+	json_is "$(echo "$r" | sed -n 1p)" '.exec.cmd | @json' '["/bin/sh","-c","echo out; echo err >&2; exit 3"]'
+	json_has "$(echo "$r" | sed -n 1p)" '.exec.wall_us > 0 and .exec.cpu_us >= 0 and .exec.max_rss_kb > 0'
+	json_is "$(echo "$r" | sed -n 2p)" '.task + " " + .exec.stdout' 't2 fed'
+	json_is "$(echo "$r" | sed -n 3p)" .exec.stdout y
+	json_is "$(echo "$r" | sed -n 4p)" '.task + " " + .exec.stdout' $'t4 /etc'
+}
+
+@test "records: a killed command reports its signal, a missing one 127 and an error" {
+	run bash -c "printf '%s\n' '{\"id\":\"$ID\",\"sh\":\"kill -9 \$\$\"}' \
+		'{\"id\":\"$ID\",\"cmd\":[\"nope\"]}' | dsec-exec -k"
+	[ "$status" -eq 1 ]
+	json_is "$(records | sed -n 1p)" '[.exec.exit,.exec.signal] | @json' '[null,"SIGKILL"]'
+	json_is "$(records | sed -n 2p)" '[.exec.exit,.error.tool] | @json' '[127,"dsec-exec"]'
+}
+
+@test "records: unknown id, malformed line and upstream error; the rest go on" {
+	run bash -c "printf '%s\n' '{\"id\":\"sb-0123456789ab\",\"task\":1}' 'not json' \
+		'{\"id\":\"$ID\",\"task\":3,\"error\":{\"tool\":\"dsec-spawn\",\"errno\":5,\"msg\":\"x\"}}' \
+		'{\"id\":\"$ID\",\"task\":4}' | dsec-exec -k -- echo ok"
+	[ "$status" -eq 1 ]
+	local r
+	r=$(records)
+	[ "$(echo "$r" | wc -l)" -eq 4 ]
+	json_is "$(echo "$r" | sed -n 1p)" '[.task,.error.tool,(.error.msg|test("no such sandbox"))] | @json' '[1,"dsec-exec",true]'
+	json_is "$(echo "$r" | sed -n 2p)" '.error.msg' '<stdin>:2: invalid JSON: '"$(echo "$r" | sed -n 2p | jq -r .error.msg | sed 's/^<stdin>:2: invalid JSON: //')"
+	json_has "$(echo "$r" | sed -n 2p)" '.error.msg | startswith("<stdin>:2:")'
+	json_is "$(echo "$r" | sed -n 3p)" '[.error.tool, has("exec")] | @json' '["dsec-spawn",false]'
+	json_is "$(echo "$r" | sed -n 4p)" .exec.stdout ok
+	[[ "$output" == *"no such sandbox"* ]]
+}
+
+@test "records: -j runs commands in parallel" {
+	local start end i
+	start=$(date +%s%N)
+	run bash -c "for i in 1 2 3 4 5 6 7 8; do echo '{\"id\":\"$ID\",\"n\":'\$i'}'; done |
+		dsec-exec -j 8 -- sleep 0.5"
+	end=$(date +%s%N)
+	[ "$status" -eq 0 ]
+	[ "$(records | wc -l)" -eq 8 ]
+	echo "wall $(((end - start) / 1000000)) ms"
+	[ $(((end - start) / 1000000)) -lt 2000 ]
+}
+
+@test "timeout kills every process the command started (setsid, SIGTERM ignored)" {
+	local cg
+	cg=$(sb_cgroup)
+	run bash -c "echo '{\"id\":\"$ID\",\"cmd\":[\"probe\",\"sleepers\",\"3\"]}' | dsec-exec --timeout 1s"
+	[ "$status" -eq 0 ]
+	json_is "$(records)" '[.exec.timed_out,.exec.signal,.exec.stdout] | @json' '[true,"SIGKILL","3\n"]'
+	# only the holder is left in the sandbox's cgroup (and no exec cgroup below it)
+	[ "$(sort -u "$cg/cgroup.procs" | wc -l)" -eq 1 ]
+	[ -z "$(find "$cg" -mindepth 1 -type d)" ]
+	run dsec-exec "$ID" -- ps -o pid
+	[ "$(echo "$output" | wc -l)" -eq 3 ] # header, holder, ps
+	# the foreground too, and a record's own timeout
+	run dsec-exec --timeout 500ms "$ID" probe sleepers 2
+	[ "$status" -eq 124 ]
+	[ "$(sort -u "$cg/cgroup.procs" | wc -l)" -eq 1 ]
+	run bash -c "echo '{\"id\":\"$ID\",\"sh\":\"sleep 5\",\"timeout\":0.3}' | dsec-exec"
+	json_is "$(records)" .exec.timed_out true
+}
+
+@test "--max-output truncates, drains the rest and never blocks" {
+	run bash -c "echo '{\"id\":\"$ID\",\"sh\":\"yes | head -c 20000000; echo e >&2\"}' |
+		dsec-exec --max-output 1K --timeout 60s"
+	[ "$status" -eq 0 ]
+	json_is "$(records)" '[.exec.truncated,(.exec.stdout|length),.exec.stderr,.exec.exit,.exec.timed_out] | @json' '[true,1024,"e\n",0,false]'
+}
+
+@test "output that is not UTF-8 becomes valid JSON with U+FFFD" {
+	run bash -c "echo '{\"id\":\"$ID\",\"sh\":\"printf \\\"a\\\\377b\\\\342\\\\202c\\\"\"}' | dsec-exec"
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .exec.stdout $'a\uFFFDb\uFFFDc'
+}
+
+@test "-t: a real pty with the window size, resized on SIGWINCH" {
+	run python3 - "$ID" <<'EOF'
+import fcntl, os, pty, select, struct, sys, termios, time
+sid = sys.argv[1]
+def winsz(fd, r, c):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", r, c, 0, 0))
+pid, fd = pty.fork()
+if pid == 0:
+    winsz(0, 33, 101)
+    os.execvp("dsec-exec", ["dsec-exec", "-t", sid, "sh"])
+out = b""
+def expect(what, t=10):
+    global out
+    end = time.time() + t
+    while what not in out and time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:
+                break
+    return what in out
+time.sleep(0.3)
+os.write(fd, b"probe tty; echo $((6*7))\r")
+ok1 = expect(b"42")
+winsz(fd, 50, 132)
+time.sleep(0.3)
+os.write(fd, b"probe tty; exit 5\r")
+ok2 = expect(b"50 132")
+_, st = os.waitpid(pid, 0)
+print(out.decode(errors="replace"))
+print("first", ok1, b"/dev/pts/0 33 101" in out, "resized", ok2, "status", os.waitstatus_to_exitcode(st))
+EOF
+	echo "$output"
+	[[ "$output" == *"first True True resized True status 5"* ]]
+}
+
+@test "cp: in and out, files and trees, tar streams" {
+	mkdir -p "$TESTDIR/src/sub"
+	echo a >"$TESTDIR/src/a"
+	echo b >"$TESTDIR/src/sub/b"
+	run dsec-exec cp "$TESTDIR/src" "$ID:/tmp"
+	[ "$status" -eq 0 ]
+	run dsec-exec "$ID" -- cat /tmp/src/sub/b
+	[ "$output" = b ]
+	run dsec-exec cp "$TESTDIR/src/a" "$ID:/tmp/renamed"
+	run dsec-exec "$ID" -- cat /tmp/renamed
+	[ "$output" = a ]
+	run dsec-exec cp "$ID:/tmp/src" "$TESTDIR/back"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$TESTDIR/back/sub/b")" = b ]
+	dsec-exec cp "$ID:/tmp/src" - | tar -t | grep -qx 'src/sub/b'
+	tar -C "$TESTDIR/src" -c a | dsec-exec cp - "$ID:/root"
+	run dsec-exec "$ID" -- cat /root/a
+	[ "$output" = a ]
+	must_fail dsec-exec cp "$TESTDIR/src/a" "$ID:/no/such/dir/x"
+	must_fail dsec-exec cp "$TESTDIR/src/a" "$TESTDIR/b"
+}
+
+@test "cp: a symlink planted in the sandbox never reaches a host file" {
+	mkdir -p "$TESTDIR/host"
+	echo secret >"$TESTDIR/host/file"
+	dsec-exec "$ID" -- sh -c "ln -s $TESTDIR/host/file /tmp/evil; ln -s $TESTDIR/host /tmp/evildir; mkdir /tmp/d; ln -s $TESTDIR/host /tmp/d/link"
+	echo pwned >"$TESTDIR/payload"
+	# into the sandbox through the links: the sandbox's own files or an error, never the host's
+	dsec-exec cp "$TESTDIR/payload" "$ID:/tmp/evil" || true
+	must_fail dsec-exec cp "$TESTDIR/payload" "$ID:/tmp/evildir/x"
+	dsec-exec cp "$TESTDIR/payload" "$ID:/tmp/d/link/" || true
+	[ "$(cat "$TESTDIR/host/file")" = secret ]
+	[ "$(ls "$TESTDIR/host")" = file ]
+	# out of the sandbox: the link comes out as a link, not as the host file's content
+	dsec-exec "$ID" -- sh -c "rm /tmp/evil; ln -s $TESTDIR/host/file /tmp/evil"
+	run dsec-exec cp "$ID:/tmp/evil" "$TESTDIR/out"
+	[ -L "$TESTDIR/out" ] || [ ! -e "$TESTDIR/out" ]
+	run dsec-exec cp "$ID:/tmp/d" "$TESTDIR/outd"
+	[ ! -e "$TESTDIR/outd/link/file" ] || [ -L "$TESTDIR/outd/link" ]
+	[ "$(cat "$TESTDIR/host/file")" = secret ]
+}
