@@ -135,7 +135,8 @@ static int private_mount_ns(void)
 	static int done;
 
 	if (!done) {
-		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		if (unshare(CLONE_NEWNS) < 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 			return -1;
 		done = 1;
 	}
@@ -407,11 +408,13 @@ static int run_wait(const char *what, pid_t pid, struct dsec_err *err)
 }
 
 /* Build layer.erofs from tree/. Returns 0, 1 when mkfs.erofs is missing, -1 on failure. */
-static int build_erofs(struct stage *st, struct dsec_err *err)
+static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 {
 	char img[PATH_MAX], tree[PATH_MAX];
-	char a0[] = "mkfs.erofs", a1[] = "--quiet", a2[] = "--preserve-mtime";
-	char *argv[] = {a0, a1, a2, img, tree, NULL};
+	char a0[] = "mkfs.erofs", a1[] = "--quiet", a2[] = "--preserve-mtime", a3[] = "-x-1";
+	/* without xattrs in the tree, spare mkfs.erofs an llistxattr per file */
+	char *argv[] = {a0,  a1, a2, xattrs ? img : a3, xattrs ? tree : img, xattrs ? NULL : tree,
+			NULL};
 	pid_t pid;
 	int r;
 
@@ -600,7 +603,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 	if (dsec_store_path(p, path, "layers/%s/meta.json", hex) == 0 && access(path, F_OK) == 0)
 		goto done;
 	if (!dirfmt) {
-		r = build_erofs(&st, err);
+		r = build_erofs(&st, x.xattrs > 0, err);
 		if (r < 0)
 			goto out_pl;
 		if (r == 1 || !erofs_mounts(&st)) {
@@ -616,7 +619,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		dsec_infox("sha256:%s: EROFS built at %llu ms", hex,
 			   (unsigned long long)(dsec_now_us() - pl.t0) / 1000);
 	}
-	if (write_meta(&st, id, o, pl.stream_bytes, files, x.skipped, dirfmt, err) < 0 ||
+	if (write_meta(&st, id, o, x.content_bytes, files, x.skipped, dirfmt, err) < 0 ||
 	    publish(p, &st, hex, err) < 0)
 		goto out_pl;
 done:

@@ -23,6 +23,7 @@ struct dsec_extract {
 	int allow_setuid;
 	uint64_t max_bytes, content_bytes;
 	uint64_t skipped, stripped;
+	uint64_t xattrs; /* xattrs set: none lets mkfs.erofs skip looking for them */
 	int warned_abs, warned_dev;
 	int cache_fd; /* last parent directory, O_PATH */
 	char cache_dir[PATH_MAX];

@@ -21,8 +21,6 @@
 
 #include "layer-int.h"
 
-#define IN_BUF (1 << 20)
-
 /* ---- the pure parts ---- */
 
 int dsec_utf8_ok(const char *s)
@@ -260,6 +258,7 @@ static int set_xattrs(struct dsec_extract *x, int fd, struct archive_entry *e, c
 		}
 		if (fsetxattr(fd, name, val, size, 0) < 0)
 			return dsec_err_sys(err, "'%s': set xattr '%s'", path, name);
+		x->xattrs++;
 	}
 	return 0;
 }
@@ -443,6 +442,7 @@ static int make_opaque(struct dsec_extract *x, const char *dir, struct dsec_err 
 		close(fd);
 		return -1;
 	}
+	x->xattrs += 2;
 	close(fd);
 	return 0;
 }

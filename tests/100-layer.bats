@@ -1,0 +1,558 @@
+#!/usr/bin/env bats
+# dsec-layer: the image store. Hostile archives are made here with python3's tarfile.
+
+load helpers
+
+# mktar OUT: run the python on stdin with `t` an open tarfile writing OUT (plain tar) and
+# helpers reg(name, data, **attrs), add(TarInfo, data).
+mktar() {
+	local out=$1
+	python3 - "$out" 3<&0 <<'PY'
+import io, os, sys, tarfile
+out = sys.argv[1]
+t = tarfile.open(out, "w", format=tarfile.PAX_FORMAT)
+def add(ti, data=b""):
+    ti.size = len(data) if ti.type in (tarfile.REGTYPE, tarfile.AREGTYPE) else 0
+    t.addfile(ti, io.BytesIO(data) if data else None)
+def reg(name, data=b"", **kw):
+    ti = tarfile.TarInfo(name)
+    ti.mtime = 1700000000
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    add(ti, data)
+def typ(name, kind, **kw):
+    ti = tarfile.TarInfo(name)
+    ti.type = kind
+    ti.mtime = 1700000000
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    add(ti)
+exec(os.fdopen(3).read())
+t.close()
+PY
+}
+
+# in_layer ID CMD...: run CMD with the layer's EROFS image mounted on $M, in a private mount
+# namespace (nothing shows in the host's mount table).
+in_layer() {
+	local id=$1
+	shift
+	local img="$DSEC_ROOT/layers/${id#sha256:}/layer.erofs"
+	[ -f "$img" ] || { echo "no $img" >&2; return 1; }
+	unshare -m sh -c 'mount -t erofs -o ro "$1" "$2" && shift 2 && M=$0 "$@"' \
+		"$TESTDIR/mnt" "$img" "$TESTDIR/mnt" "$@"
+}
+
+setup() {
+	dsec_setup
+	mkdir -p "$TESTDIR/mnt"
+	cd "$TESTDIR"
+}
+
+layer_of() { # the "layer" of the first record in $output
+	records | head -1 | jq -r .layer
+}
+
+no_partial_layer() {
+	[ -z "$(ls -A "$DSEC_ROOT/layers" 2>/dev/null)" ] || { ls "$DSEC_ROOT/layers"; return 1; }
+	[ -z "$(ls -A "$DSEC_ROOT/tmp" 2>/dev/null)" ] || { ls -la "$DSEC_ROOT/tmp"; return 1; }
+}
+
+# A failed import: exit 1, one error line on stderr, an error record on stdout, nothing left.
+import_fails() {
+	must_fail dsec-layer import "$@"
+	[ "$status" -eq 1 ]
+	local rec
+	rec=$(records)
+	json_has "$rec" '.error.msg | length > 0'
+	[ "$(printf '%s\n' "$output" | grep -c 'dsec-layer: error: ')" -eq 1 ]
+	no_partial_layer
+}
+
+@test "import a tar: record, id is the sha256 of the tar, EROFS runtime form" {
+	mktar a.tar <<'PY'
+reg("etc/hello", b"hello\n", mode=0o644, uid=1000, gid=100)
+PY
+	run dsec-layer import --kind base --name hello a.tar
+	[ "$status" -eq 0 ]
+	local rec id
+	rec=$(records)
+	id="sha256:$(sha256sum <a.tar | cut -d' ' -f1)"
+	json_is "$rec" .layer "$id"
+	json_is "$rec" .kind base
+	json_is "$rec" .name hello
+	json_is "$rec" .files 1
+	json_is "$rec" .bytes 6
+	json_is "$rec" .format erofs
+	json_has "$rec" '.node | length > 0'
+	run in_layer "$id" sh -c 'cat $M/etc/hello; stat -c "%u:%g %a %Y" $M/etc/hello'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = hello ]
+	[ "${lines[1]}" = "1000:100 644 1700000000" ]
+	[ -z "$(ls -A "$DSEC_ROOT/tmp")" ]
+}
+
+@test "gzip, xz, zstd and stdin give the same layer; a second import is the same layer" {
+	mktar a.tar <<'PY'
+reg("f", b"x" * 10000)
+PY
+	gzip -k a.tar && xz -k a.tar && zstd -q a.tar
+	cp a.tar.gz a.weird-name
+	local id
+	run dsec-layer import a.tar
+	id=$(layer_of)
+	for f in a.tar.gz a.tar.xz a.tar.zst a.weird-name a.tar; do
+		run dsec-layer import "$f"
+		[ "$status" -eq 0 ]
+		[ "$(layer_of)" = "$id" ] || { echo "$f: $(layer_of) != $id"; return 1; }
+	done
+	run sh -c 'dsec-layer import - < a.tar.zst'
+	[ "$(layer_of)" = "$id" ]
+	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq 1 ]
+}
+
+@test "a directory imports deterministically and export round-trips the id" {
+	mkdir -p d/sub d/empty
+	echo one >d/sub/a
+	ln d/sub/a d/hard
+	ln -s sub/a d/link
+	setfattr -n user.note -v kept d/sub/a
+	run dsec-layer import d
+	[ "$status" -eq 0 ]
+	local id
+	id=$(layer_of)
+	run dsec-layer import d
+	[ "$(layer_of)" = "$id" ]
+	dsec-layer export "$id" >e.tar.zst
+	[ "sha256:$(zstd -dc e.tar.zst | sha256sum | cut -d' ' -f1)" = "$id" ]
+	rm -rf "$DSEC_ROOT/layers"
+	run dsec-layer import e.tar.zst
+	[ "$(layer_of)" = "$id" ]
+	run in_layer "$id" sh -c 'getfattr --absolute-names --only-values -n user.note $M/sub/a; echo;
+		readlink $M/link; stat -c %h $M/hard; [ -d $M/empty ] && echo empty'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = kept ]
+	[ "${lines[1]}" = sub/a ]
+	[ "${lines[2]}" = 2 ]
+	[ "${lines[3]}" = empty ]
+}
+
+@test "export of a gzip-imported layer is zstd and hashes to the id" {
+	mktar a.tar <<'PY'
+reg("f", b"data")
+PY
+	gzip a.tar
+	run dsec-layer import a.tar.gz
+	local id
+	id=$(layer_of)
+	dsec-layer export "${id:7:12}" >x.zst
+	[ "$(head -c4 x.zst | od -An -tx1 | tr -d ' ')" = 28b52ffd ]
+	[ "sha256:$(zstd -dc x.zst | sha256sum | cut -d' ' -f1)" = "$id" ]
+}
+
+@test "OCI whiteouts become char devices 0:0, opaque dirs get both opaque xattrs" {
+	mktar w.tar <<'PY'
+reg("etc/.wh.gone")
+typ("opt", tarfile.DIRTYPE, mode=0o755)
+reg("opt/.wh..wh..opq")
+reg("opt/new", b"n")
+reg("x/.wh..wh.plnk")
+PY
+	run dsec-layer import w.tar
+	[ "$status" -eq 0 ]
+	run in_layer "$(layer_of)" sh -c 'stat -c "%F %t:%T" $M/etc/gone;
+		getfattr --absolute-names --only-values -n trusted.overlay.opaque $M/opt; echo;
+		getfattr --absolute-names --only-values -n user.overlay.opaque $M/opt; echo;
+		ls -A $M/x 2>/dev/null | wc -l; ls $M/etc'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "character special file 0:0" ]
+	[ "${lines[1]}" = y ]
+	[ "${lines[2]}" = y ]
+	[ "${lines[3]}" = 0 ]
+	[ "${lines[4]}" = gone ]
+}
+
+@test "hostile: '../' traversal is refused" {
+	mktar t.tar <<'PY'
+reg("ok", b"1")
+reg("../escaped", b"evil")
+PY
+	import_fails t.tar
+	[[ "$output" == *"'..' leads out of the layer"* ]]
+	[ ! -e "$DSEC_ROOT/escaped" ] && [ ! -e "$DSEC_ROOT/tmp/escaped" ]
+}
+
+@test "hostile: absolute paths are imported below the layer root" {
+	mktar t.tar <<'PY'
+reg("/etc/abs", b"inside")
+PY
+	run dsec-layer import t.tar
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"leading '/' removed"* ]]
+	run in_layer "$(layer_of)" sh -c 'cat $M/etc/abs'
+	echo "$output"
+	[ "$output" = inside ]
+}
+
+@test "hostile: a write through a symlink from the archive is refused" {
+	mkdir -p outside
+	mktar t.tar <<PY
+typ("lnk", tarfile.SYMTYPE, linkname="$TESTDIR/outside")
+reg("lnk/pwned", b"evil")
+PY
+	import_fails t.tar
+	[[ "$output" == *"goes through a symlink"* ]]
+	[ -z "$(ls -A outside)" ]
+	mktar t2.tar <<PY
+typ("d", tarfile.SYMTYPE, linkname="/")
+typ("d/tmp/x", tarfile.SYMTYPE, linkname="y")
+PY
+	import_fails t2.tar
+}
+
+@test "hostile: hard links out of the layer are refused" {
+	mktar t.tar <<'PY'
+typ("h", tarfile.LNKTYPE, linkname="../../../../etc/passwd")
+PY
+	import_fails t.tar
+	mktar t2.tar <<'PY'
+typ("h", tarfile.LNKTYPE, linkname="/etc/passwd")
+PY
+	import_fails t2.tar
+	[[ "$output" == *"not in the layer"* ]]
+	mktar t3.tar <<PY
+typ("s", tarfile.SYMTYPE, linkname="/etc")
+typ("h", tarfile.LNKTYPE, linkname="s/passwd")
+PY
+	import_fails t3.tar
+}
+
+@test "hostile: device nodes and fifos are dropped, char 0:0 stays a whiteout" {
+	mktar t.tar <<'PY'
+typ("dev/sda", tarfile.BLKTYPE, devmajor=8, devminor=0)
+typ("dev/mem", tarfile.CHRTYPE, devmajor=1, devminor=1)
+typ("fifo", tarfile.FIFOTYPE)
+typ("wh", tarfile.CHRTYPE, devmajor=0, devminor=0)
+reg("keep", b"k")
+PY
+	run dsec-layer import t.tar
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .skipped 3
+	run in_layer "$(layer_of)" sh -c 'ls -A $M $M/dev; stat -c "%F %t:%T" $M/wh'
+	[ "$status" -eq 0 ]
+	[[ "$output" != *sda* && "$output" != *mem* && "$output" != *fifo* ]]
+	[[ "$output" == *"character special file 0:0"* ]]
+}
+
+@test "hostile: setuid/setgid bits and capabilities are stripped unless --allow-setuid" {
+	mktar t.tar <<'PY'
+ti = tarfile.TarInfo("su"); ti.mode = 0o6755; ti.pax_headers = {"SCHILY.xattr.security.capability": "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"}
+add(ti, b"#!/bin/sh\n")
+ti = tarfile.TarInfo("d"); ti.type = tarfile.DIRTYPE; ti.mode = 0o2775
+ti.pax_headers = {"SCHILY.xattr.trusted.overlay.redirect": "/etc", "SCHILY.xattr.user.overlay.opaque": "y", "SCHILY.xattr.user.ok": "1"}
+add(ti)
+PY
+	run dsec-layer import t.tar
+	[ "$status" -eq 0 ]
+	run in_layer "$(layer_of)" sh -c 'stat -c %a $M/su $M/d; getfattr --absolute-names -d -m - $M/su $M/d'
+	[ "${lines[0]}" = 755 ]
+	[ "${lines[1]}" = 2775 ]
+	[[ "$output" != *capability* && "$output" != *overlay* ]]
+	[[ "$output" == *user.ok* ]]
+	rm -rf "$DSEC_ROOT/layers"
+	run dsec-layer import --allow-setuid t.tar
+	run in_layer "$(layer_of)" sh -c 'stat -c %a $M/su; getfattr --absolute-names -d -m - $M/su $M/d'
+	[ "${lines[0]}" = 6755 ]
+	[[ "$output" == *security.capability* ]]
+	[[ "$output" != *overlay* ]]
+}
+
+@test "hostile: a decompression bomb stops at --max-bytes, too many files at --max-files" {
+	head -c 50M /dev/zero >zero
+	tar -cf - zero | zstd -q -19 >bomb.tar.zst
+	import_fails --max-bytes 10M bomb.tar.zst
+	[[ "$output" == *max-bytes* ]]
+	mktar many.tar <<'PY'
+for i in range(50):
+    reg("f%d" % i, b"")
+PY
+	import_fails --max-files 20 many.tar
+	[[ "$output" == *max-files* ]]
+	# a sparse file declaring a huge size counts with its declared size
+	truncate -s 20G sparse
+	tar -S -cf sparse.tar sparse
+	import_fails --max-bytes 1G sparse.tar
+}
+
+@test "hostile: duplicate entries: the later one wins, a file never replaces a directory" {
+	mktar t.tar <<'PY'
+reg("f", b"first")
+reg("f", b"second")
+typ("l", tarfile.SYMTYPE, linkname="a")
+reg("l", b"now a file")
+PY
+	run dsec-layer import t.tar
+	[ "$status" -eq 0 ]
+	run in_layer "$(layer_of)" sh -c 'cat $M/f; echo; cat $M/l'
+	[ "${lines[0]}" = second ]
+	[ "${lines[1]}" = "now a file" ]
+	rm -rf "$DSEC_ROOT/layers"/*
+	mktar t2.tar <<'PY'
+typ("d", tarfile.DIRTYPE)
+reg("d/x", b"x")
+reg("d", b"file over dir")
+PY
+	import_fails t2.tar
+	[[ "$output" == *"would replace a directory"* ]]
+}
+
+@test "hostile: truncated and corrupt archives fail cleanly" {
+	mktar a.tar <<'PY'
+reg("big", os.urandom(100000))
+PY
+	head -c 50000 a.tar >trunc.tar
+	import_fails trunc.tar
+	zstd -q a.tar -o a.tar.zst
+	head -c 30000 a.tar.zst >trunc.tar.zst
+	import_fails trunc.tar.zst
+	head -c 100000 /dev/urandom >random.bin
+	import_fails random.bin
+	: >empty
+	import_fails empty
+	import_fails /nonexistent/file
+}
+
+@test "hostile: whiteouts naming '..' or '.' are refused" {
+	mktar t.tar <<'PY'
+reg("etc/.wh...")
+PY
+	import_fails t.tar
+	[[ "$output" == *"whiteout names '..'"* ]]
+	mktar t2.tar <<'PY'
+reg("../.wh.passwd")
+PY
+	import_fails t2.tar
+	mktar t3.tar <<'PY'
+reg(".wh.")
+PY
+	import_fails t3.tar
+}
+
+@test "hostile: invalid UTF-8 and names over PATH_MAX are refused" {
+	mktar t.tar <<'PY'
+t.encoding = "utf-8"; t.errors = "surrogateescape"
+reg("bad-\udcff-name", b"x")
+PY
+	import_fails t.tar
+	[[ "$output" == *"not valid UTF-8"* ]]
+	mktar t2.tar <<'PY'
+reg("/".join(["d" * 200] * 25), b"x")
+PY
+	import_fails t2.tar
+	[[ "$output" == *PATH_MAX* ]]
+	mktar t3.tar <<'PY'
+reg("x" * 300, b"x")
+PY
+	import_fails t3.tar
+}
+
+@test "a killed import leaves no partial layer; the next import cleans its staging dir" {
+	mktar a.tar <<'PY'
+reg("f", b"x" * 1000)
+PY
+	mkfifo slow
+	dsec-layer import - <slow >/dev/null 2>&1 &
+	local pid=$!
+	exec 7>slow
+	head -c 5000 a.tar >&7
+	local i
+	for i in $(seq 50); do
+		ls "$DSEC_ROOT/tmp" 2>/dev/null | grep -q '^import-' && break
+		sleep 0.1
+	done
+	ls "$DSEC_ROOT/tmp" | grep -q "^import-$pid-"
+	kill -9 "$pid"
+	wait "$pid" || true
+	exec 7>&-
+	[ -z "$(ls -A "$DSEC_ROOT/layers")" ]
+	run dsec-layer import a.tar
+	[ "$status" -eq 0 ]
+	[ -z "$(ls -A "$DSEC_ROOT/tmp")" ]
+}
+
+@test "two concurrent imports of the same content: both succeed, one layer" {
+	mktar a.tar <<'PY'
+for i in range(300):
+    reg("d/f%d" % i, b"x" * 5000)
+PY
+	local i pids=()
+	for i in 1 2 3; do
+		dsec-layer import a.tar >"out$i" 2>"err$i" &
+		pids+=($!)
+	done
+	for i in 0 1 2; do wait "${pids[$i]}"; done
+	[ "$(cat out1 out2 out3 | jq -r .layer | sort -u | wc -l)" -eq 1 ]
+	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq 1 ]
+	[ -z "$(ls -A "$DSEC_ROOT/tmp")" ]
+}
+
+@test "compose, ls, inspect, rm and gc" {
+	mktar a.tar <<'PY'
+reg("a", b"a")
+PY
+	mktar b.tar <<'PY'
+reg("b", b"b")
+PY
+	mktar c.tar <<'PY'
+reg("c", b"c")
+PY
+	local a b c
+	a=$(dsec-layer import --kind base --name base-a a.tar | jq -r .layer)
+	b=$(dsec-layer import --kind application b.tar | jq -r .layer)
+	c=$(dsec-layer import c.tar | jq -r .layer)
+	run dsec-layer compose --name img:1 base-a "${b:7:10}"
+	[ "$status" -eq 0 ]
+	json_is "$output" '.layers | join(",")' "$a,$b"
+	json_is "$(cat "$DSEC_ROOT/images/img:1.json")" .image img:1
+	run dsec-layer ls
+	[ "$(records | jq -r 'select(.layer) | .layer' | wc -l)" -eq 3 ]
+	[ "$(records | jq -r 'select(.image) | .image')" = img:1 ]
+	run dsec-layer inspect img:1 "$a"
+	json_is "${lines[0]}" .image img:1
+	json_is "${lines[1]}" .name base-a
+	# unknown layer, bad name: error records, exit 1
+	must_fail dsec-layer compose --name x nosuch
+	[ "$status" -eq 1 ]
+	json_has "$(records)" '.error'
+	run dsec-layer compose --name 'bad/name' "$a"
+	[ "$status" -eq 2 ]
+	# rm refuses a layer an image uses, and one a sandbox uses
+	must_fail dsec-layer rm "$a"
+	[[ "$output" == *"used by image 'img:1'"* ]]
+	mkdir -p "$DSEC_RUN/sandboxes/sb-1"
+	echo "{\"id\":\"sb-1\",\"layers\":[\"$c\"]}" >"$DSEC_RUN/sandboxes/sb-1/sandbox.json"
+	must_fail dsec-layer rm "$c"
+	[[ "$output" == *"used by sandbox 'sb-1'"* ]]
+	# gc keeps what images and sandboxes use
+	run dsec-layer gc
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r .layer)" = "" ] || true
+	[ -d "$DSEC_ROOT/layers/${a:7}" ] && [ -d "$DSEC_ROOT/layers/${b:7}" ]
+	[ -d "$DSEC_ROOT/layers/${c:7}" ]
+	rm -r "$DSEC_RUN/sandboxes/sb-1"
+	run dsec-layer gc
+	json_is "$(records)" .layer "$c"
+	[ ! -e "$DSEC_ROOT/layers/${c:7}" ]
+	run dsec-layer rm img:1
+	[ "$status" -eq 0 ]
+	run dsec-layer rm --force "$a"
+	[ "$status" -eq 0 ]
+	[ ! -e "$DSEC_ROOT/layers/${a:7}" ]
+}
+
+@test "the image resolves through the store contract (layer.erofs paths)" {
+	mktar a.tar <<'PY'
+reg("a", b"a")
+PY
+	local a
+	a=$(dsec-layer import a.tar | jq -r .layer)
+	dsec-layer compose --name one "$a" >/dev/null
+	[ -f "$DSEC_ROOT/layers/${a:7}/layer.erofs" ]
+	json_is "$(cat "$DSEC_ROOT/layers/${a:7}/meta.json")" .format erofs
+}
+
+@test "--format dir keeps an unpacked tree" {
+	mktar a.tar <<'PY'
+reg("etc/x", b"x", uid=5, gid=6)
+PY
+	run dsec-layer import --format dir a.tar
+	[ "$status" -eq 0 ]
+	local id
+	id=$(layer_of)
+	json_is "$(records)" .format dir
+	[ "$(stat -c %u:%g "$DSEC_ROOT/layers/${id:7}/tree/etc/x")" = 5:6 ]
+	[ ! -e "$DSEC_ROOT/layers/${id:7}/layer.erofs" ]
+}
+
+# OCI image layout and docker-save archives, built here from layer tars.
+mkoci() { # mkoci DIR: two layers, one tag
+	python3 - "$1" <<'PY'
+import hashlib, io, json, os, sys, tarfile
+d = sys.argv[1]
+os.makedirs(d + "/blobs/sha256")
+def blob(data):
+    h = hashlib.sha256(data).hexdigest()
+    open(d + "/blobs/sha256/" + h, "wb").write(data)
+    return {"digest": "sha256:" + h, "size": len(data)}
+def layer(files):
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w") as t:
+        for n, c in files.items():
+            ti = tarfile.TarInfo(n); ti.size = len(c); t.addfile(ti, io.BytesIO(c))
+    return b.getvalue()
+l1 = blob(layer({"etc/os": b"base\n"})); l1["mediaType"] = "application/vnd.oci.image.layer.v1.tar"
+l2 = blob(layer({"app/run": b"app\n", "etc/.wh.os": b""}))
+cfg = blob(b"{}")
+man = blob(json.dumps({"schemaVersion": 2, "config": cfg, "layers": [l1, l2]}).encode())
+man["mediaType"] = "application/vnd.oci.image.manifest.v1+json"
+man["annotations"] = {"org.opencontainers.image.ref.name": "docker.io/library/demo:1.0"}
+open(d + "/index.json", "w").write(json.dumps({"schemaVersion": 2, "manifests": [man]}))
+open(d + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
+# the same layers as a docker-save archive
+os.makedirs(d + ".docker/l1"); os.makedirs(d + ".docker/l2")
+open(d + ".docker/l1/layer.tar", "wb").write(layer({"etc/os": b"base\n"}))
+open(d + ".docker/l2/layer.tar", "wb").write(layer({"app/run": b"app\n", "etc/.wh.os": b""}))
+open(d + ".docker/cfg.json", "w").write("{}")
+open(d + ".docker/manifest.json", "w").write(json.dumps([{"Config": "cfg.json",
+    "RepoTags": ["demo:latest"], "Layers": ["l1/layer.tar", "l2/layer.tar"]}]))
+PY
+}
+
+@test "an OCI image layout (dir and tar) imports its layers and an image" {
+	mkoci oci
+	run dsec-layer import oci
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	json_is "${lines[0]}" .kind base
+	json_is "${lines[1]}" .kind application
+	json_is "${lines[2]}" .image docker.io-library-demo:1.0
+	json_is "${lines[2]}" '.layers | length' 2
+	json_is "${lines[2]}" '.layers[0]' "$(jq -r .layer <<<"${lines[0]}")"
+	tar -C oci -cf oci.tar .
+	run dsec-layer import --name mine oci.tar
+	[ "$status" -eq 0 ]
+	json_is "${lines[2]}" .image mine
+	run in_layer "$(jq -r .layer <<<"${lines[1]}")" sh -c 'cat $M/app/run; stat -c %F $M/etc/os'
+	[ "${lines[0]}" = app ]
+	[ "${lines[1]}" = "character special file" ]
+}
+
+@test "a docker-save archive imports its layers and an image named after its tag" {
+	mkoci oci
+	tar -C oci.docker -czf docker.tar.gz .
+	run dsec-layer import docker.tar.gz
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	json_is "${lines[2]}" .image demo:latest
+	run dsec-layer import oci.docker
+	json_is "${lines[2]}" .image demo:latest
+	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq 2 ]
+}
+
+@test "--help and the man page name the same long options; bad options exit 2" {
+	local h m
+	h=$(dsec-layer --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)
+	m=$(MANWIDTH=200 mandoc -Tutf8 "$TOP/man/dsec-layer.1" | col -b |
+		grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)
+	[ "$h" = "$m" ]
+	run mandoc -Tlint -Wwarning "$TOP/man/dsec-layer.1"
+	[ "$status" -eq 0 ]
+	run dsec-layer import --kind nope x
+	[ "$status" -eq 2 ]
+	run dsec-layer import --max-bytes lots x
+	[ "$status" -eq 2 ]
+	run dsec-layer frobnicate
+	[ "$status" -eq 2 ]
+	run dsec-layer import
+	[ "$status" -eq 2 ]
+}
