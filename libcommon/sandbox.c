@@ -282,7 +282,7 @@ unsigned long long dsec_proc_start_time(pid_t pid)
 		return 0;
 	s++;
 	/* field 3 (state) is the first after ')'; start time is field 22 */
-	for (int field = 2; field < 22 && s; field++)
+	for (int field = 3; field < 22 && s; field++)
 		s = strchr(s + 1, ' ');
 	return s ? strtoull(s + 1, NULL, 10) : 0;
 }
