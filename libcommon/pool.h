@@ -9,7 +9,9 @@
  *                                      sandbox's creation time (for --max-age)
  *
  * A ready sandbox is a whole sandbox (holder, namespaces, rootfs, cgroup) with its state in
- * $DSEC_RUN/sandboxes/<id>/ like any other, plus "pool":key in sandbox.json, and no TTL.
+ * $DSEC_RUN/sandboxes/<id>/ like any other, and no TTL. A claim writes what it changes (limits,
+ * TTL, creation time, env, labels, "pool", "warm":true) into sandboxes/<id>/claim.json, which
+ * dsec_sandbox_load merges over sandbox.json.
  *
  * Claim: renameat2(ready/<id>, sandboxes/<id>/pending, RENAME_NOREPLACE). One rename of one
  * directory entry: of any number of claimers exactly one succeeds, the others get ENOENT. The
@@ -120,6 +122,11 @@ long dsec_pool_live(const struct dsec_paths *p, struct dsec_err *err);
 
 /* MemAvailable from /proc/meminfo, bytes; 0 when it cannot be read. */
 uint64_t dsec_mem_available(void);
+
+/* Merge sandboxes/<id>/claim.json (what a claim changed: limits, created, ttl_us, env, labels,
+ * "pool", "warm") into state, the object read from sandbox.json. For dsec_sandbox_load. 0 (also
+ * when the sandbox was never claimed) or -1 when the file is unreadable. */
+int dsec_pool_merge_claim(const char *dir, json_t *state);
 
 /* Claims for one dsec-spawn run: each pool's ready dir is read once (again only when the
  * entries read are used up), and entries are tried from a per-process offset so concurrent

@@ -21,6 +21,16 @@ ready_ids() {
 	ls "$DSEC_RUN"/pools/*/ready 2>/dev/null | grep '^sb-' | sort || true
 }
 
+# sb_state ID: the sandbox's state as dsec_sandbox_load sees it (claim.json over sandbox.json).
+sb_state() {
+	local d="$DSEC_RUN/sandboxes/$1"
+	if [ -f "$d/claim.json" ]; then
+		jq -cs '.[0] * .[1]' "$d/sandbox.json" "$d/claim.json"
+	else
+		jq -c . "$d/sandbox.json"
+	fi
+}
+
 # cg_read ID CTRL FILE: a file of the sandbox's cgroup (v1: CTRL's dir; v2: the one dir).
 cg_read() {
 	local j="$DSEC_RUN/sandboxes/$1/sandbox.json" dir
@@ -152,8 +162,8 @@ cg_read() {
 	[ "$(records | jq -r 'select(.warm | not) | .id' | wc -l)" -eq 1 ]
 	[ "$(ready_count)" -eq 0 ]
 	id=$(records | head -1 | jq -r .id)
-	json_is "$(cat "$DSEC_RUN/sandboxes/$id/sandbox.json")" .warm true
-	json_is "$(cat "$DSEC_RUN/sandboxes/$id/sandbox.json")" .ttl_us 3600000000
+	json_is "$(sb_state "$id")" .warm true
+	json_is "$(sb_state "$id")" .ttl_us 3600000000
 	[ ! -e "$DSEC_RUN/sandboxes/$id/pending" ]
 	# a claimed sandbox is a sandbox like any other: the reaper takes it
 	run dsec-reap "$id"
@@ -190,7 +200,7 @@ cg_read() {
 		[ "$(cg_read "$id" cpu cpu.cfs_quota_us)" = 50000 ]
 	fi
 	[ "$(cg_read "$id" pids pids.max)" = 100 ]
-	json_is "$(cat "$DSEC_RUN/sandboxes/$id/sandbox.json")" .limits.memory 268435456
+	json_is "$(sb_state "$id")" .limits.memory 268435456
 }
 
 @test "claim: --warm-only with an empty pool gives an error record" {
