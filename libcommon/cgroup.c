@@ -273,7 +273,7 @@ int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
 		const char *d = sb->cg.v2;
 
 		if (v2_parent(d, err) < 0 || make_dir(d, err) < 0)
-			return -1;
+			return -1; /* also EEXIST: not ours to remove */
 		if (l->memory) {
 			snprintf(val, sizeof(val), "%llu", (unsigned long long)l->memory);
 			if (write_str(d, "memory.max", val, err) < 0)
@@ -294,9 +294,13 @@ int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
 		}
 		return 0;
 	}
-	for (int c = 0; c < DSEC_CG_NCTRL; c++)
-		if (sb->cg.v1[c][0] && make_dir(sb->cg.v1[c], err) < 0)
+	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
+		if (sb->cg.v1[c][0] && make_dir(sb->cg.v1[c], err) < 0) {
+			if (err && err->errnum == EEXIST)
+				return -1; /* not ours to remove */
 			goto fail;
+		}
+	}
 	if (l->memory) {
 		const char *d = sb->cg.v1[DSEC_CG_MEMORY];
 

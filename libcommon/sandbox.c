@@ -267,12 +267,14 @@ void dsec_sandbox_free(struct dsec_sandbox *sb)
 	sb->env = sb->labels = NULL;
 }
 
-unsigned long long dsec_proc_start_time(pid_t pid)
+/* Field 22 (start time) of /proc/PID/stat and the state letter (field 3); 0 when gone. */
+static unsigned long long proc_stat(pid_t pid, char *state)
 {
 	char path[64], buf[1024], *s;
 	ssize_t r;
 	int fd;
 
+	*state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -284,13 +286,33 @@ unsigned long long dsec_proc_start_time(pid_t pid)
 	buf[r] = '\0';
 	/* the command name may hold spaces and parentheses: fields start after the last ')' */
 	s = strrchr(buf, ')');
-	if (!s)
+	if (!s || !s[1] || !s[2])
 		return 0;
+	*state = s[2];
 	s++;
-	/* field 3 (state) is the first after ')'; start time is field 22 */
+	/* s is at the space before field 3 (state); start time is field 22 */
 	for (int field = 3; field < 22 && s; field++)
 		s = strchr(s + 1, ' ');
 	return s ? strtoull(s + 1, NULL, 10) : 0;
+}
+
+unsigned long long dsec_proc_start_time(pid_t pid)
+{
+	char state;
+
+	return proc_stat(pid, &state);
+}
+
+/* The holder runs: same start time, and not a zombie waiting for its parent's wait(). */
+static int holder_running(const struct dsec_sandbox *sb)
+{
+	char state;
+	unsigned long long st;
+
+	if (sb->holder_pid <= 0)
+		return 0;
+	st = proc_stat(sb->holder_pid, &state);
+	return st && st == sb->holder_start && state != 'Z' && state != 'X';
 }
 
 int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err)
@@ -304,7 +326,7 @@ int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err)
 		return dsec_err_set(err, ESRCH, "%s: holder %d is gone", sb->id,
 				    (int)sb->holder_pid);
 	/* checked after opening: the fd then names the process whose start time we read */
-	if (dsec_proc_start_time(sb->holder_pid) != sb->holder_start) {
+	if (!holder_running(sb)) {
 		close(fd);
 		return dsec_err_set(err, ESRCH, "%s: holder %d is gone", sb->id,
 				    (int)sb->holder_pid);
@@ -315,12 +337,7 @@ int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err)
 
 int dsec_sandbox_alive(const struct dsec_sandbox *sb)
 {
-	unsigned long long st;
-
-	if (sb->holder_pid <= 0)
-		return 0;
-	st = dsec_proc_start_time(sb->holder_pid);
-	return st && st == sb->holder_start;
+	return holder_running(sb);
 }
 
 int dsec_sandbox_nsflags(const struct dsec_sandbox *sb)
@@ -450,6 +467,9 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	char pending[PATH_MAX + 16];
 	ssize_t r;
 
+	uint64_t t0 = dsec_now_us(), t[8] = {0};
+#define T(i) (t[i] = dsec_verbose > 1 ? dsec_now_us() : 0)
+
 	reap_children();
 	if (!sb->id[0] && dsec_sandbox_new_id(sb->id, err) < 0)
 		return -1;
@@ -476,6 +496,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	spec.hostname = sb->hostname;
 	spec.loopback = sb->net == DSEC_NET_NONE;
 
+	T(0);
 	if (dsec_cgroup_paths(p, sb, err) < 0)
 		return -1;
 	/* the state dir first: from here a crash leaves something dsec-reap --orphans finds */
@@ -488,9 +509,11 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		goto fail;
 	}
 	close((int)r);
+	T(1);
 	if (dsec_cgroup_create(sb, err) < 0)
 		goto fail;
 	made_cg = 1;
+	T(2);
 	if (sb->cg.version == 2 && (cgfd = dsec_cgroup_open(sb, err)) < 0)
 		goto fail;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -508,6 +531,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	ca.exit_signal = SIGCHLD;
 	fflush(NULL);
 	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	T(3);
 	if (pid < 0) {
 		dsec_err_sys(err, "clone3");
 		goto fail;
@@ -529,7 +553,9 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 			goto fail;
 		}
 	}
+	T(4);
 	r = read(sv[0], &cerr, sizeof(cerr));
+	T(5);
 	if (r != sizeof(cerr)) {
 		dsec_err_set(err, EIO, "sandbox setup died");
 		goto fail;
@@ -543,6 +569,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	sb->created_us = dsec_wall_us();
 	if (dsec_sandbox_save(p, sb, err) < 0)
 		goto fail;
+	T(6);
 	if (write(sv[0], "g", 1) != 1) {
 		dsec_err_sys(err, "start holder");
 		goto fail;
@@ -555,6 +582,15 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	}
 	close(sv[0]);
 	close(pidfd);
+	T(7);
+	if (dsec_verbose > 1)
+		dsec_infox(
+		    "%s: µs: prepare %llu, state dir %llu, cgroup %llu, clone %llu, attach %llu, "
+		    "rootfs %llu, save %llu, exec %llu",
+		    sb->id, (unsigned long long)(t[0] - t0), (unsigned long long)(t[1] - t[0]),
+		    (unsigned long long)(t[2] - t[1]), (unsigned long long)(t[3] - t[2]),
+		    (unsigned long long)(t[4] - t[3]), (unsigned long long)(t[5] - t[4]),
+		    (unsigned long long)(t[6] - t[5]), (unsigned long long)(t[7] - t[6]));
 	return 0;
 fail:
 	dsec_err_wrap(err, "%s", sb->id);

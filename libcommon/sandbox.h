@@ -125,8 +125,8 @@ void dsec_sandbox_free(struct dsec_sandbox *sb);
 /* Start time (field 22 of /proc/PID/stat) of pid, or 0 when it does not exist. */
 unsigned long long dsec_proc_start_time(pid_t pid);
 
-/* A pidfd (O_CLOEXEC) for the holder, checked against pid reuse: the process must exist and
- * have the recorded start time. Returns the fd, or -1 with errnum ESRCH when the holder is gone.
+/* A pidfd (O_CLOEXEC) for the holder, checked against pid reuse: the process must exist, not be
+ * a zombie, and have the recorded start time. Returns the fd, or -1 with errnum ESRCH when the holder is gone.
  * Caller closes. */
 int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err);
 

@@ -1,0 +1,146 @@
+/* dsec-ps: list sandboxes and their use as records. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cli.h"
+#include "jsonl.h"
+#include "sandbox.h"
+#include "state.h"
+
+static const char usage[] =
+    "Usage: dsec-ps [OPTION]... [ID]...\n"
+    "List sandboxes (all of the run dir, or the given ids) as JSON records, one per line:\n"
+    "id, image, node, state (running or dead), pid (of its holder), age and ttl_left (seconds),\n"
+    "memory (bytes in use), cpu_us (CPU time used), pids (tasks), disk (bytes written to its\n"
+    "writable layer), disk_limit, limits and labels.\n"
+    "\n"
+    "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
+    "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
+    "  -q, --quiet           no warnings\n"
+    "  -v, --verbose         more diagnostics\n"
+    "  -h, --help            show this help and exit\n"
+    "  -V, --version         show the version and exit\n"
+    "\n"
+    "Exit status: 0 listed, 1 some id unknown, 2 usage error, 3 fatal.\n";
+
+static const struct option longopts[] = {DSEC_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+
+static struct dsec_paths paths;
+static int failed, out_gone;
+
+static void emit(json_t *rec)
+{
+	struct dsec_err err;
+
+	if (!out_gone && dsec_jsonl_emit(rec, &err) < 0) {
+		out_gone = 1;
+		if (err.errnum != EPIPE)
+			dsec_err_print(&err);
+	}
+	json_decref(rec);
+}
+
+/* Bytes used on the sandbox's writable layer. statfs of its root (the overlay reports its
+ * upper layer, the tmpfs) through the holder's /proc root link: the link is the kernel's, no
+ * path inside the sandbox is followed. -1 when the holder is gone. */
+static long long disk_used(const struct dsec_sandbox *sb)
+{
+	char path[64];
+	struct statfs st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)sb->holder_pid);
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	/* the pid may have been reused between the check and the open: check again */
+	if (!dsec_sandbox_alive(sb) || fstatfs(fd, &st) < 0) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return (long long)(st.f_blocks - st.f_bfree) * (long long)st.f_bsize;
+}
+
+static json_t *record(const struct dsec_sandbox *sb)
+{
+	struct dsec_cgroup_stats cs;
+	uint64_t now = dsec_wall_us();
+	double age =
+	    sb->created_us && now > sb->created_us ? (double)(now - sb->created_us) / 1e6 : 0;
+	int alive = dsec_sandbox_alive(sb);
+	json_t *rec = json_object(), *ttl_left = json_null();
+	long long disk = alive ? disk_used(sb) : -1;
+
+	if (sb->ttl_us) {
+		double left = (double)(sb->created_us + sb->ttl_us) / 1e6 - (double)now / 1e6;
+
+		ttl_left = json_integer(left > 0 ? (json_int_t)left : 0);
+	}
+	if (dsec_cgroup_stats(sb, &cs, NULL) < 0)
+		memset(&cs, 0, sizeof(cs));
+	json_object_set_new(rec, "id", json_string(sb->id));
+	json_object_set_new(rec, "image", json_string(sb->image));
+	json_object_set_new(rec, "node", json_string(sb->node));
+	json_object_set_new(rec, "state", json_string(alive ? "running" : "dead"));
+	json_object_set_new(rec, "pid", alive ? json_integer(sb->holder_pid) : json_null());
+	json_object_set_new(rec, "age", json_integer((json_int_t)age));
+	json_object_set_new(rec, "ttl_left", ttl_left);
+	json_object_set_new(rec, "memory", json_integer((json_int_t)cs.memory));
+	json_object_set_new(rec, "cpu_us", json_integer((json_int_t)cs.cpu_us));
+	json_object_set_new(rec, "pids", json_integer((json_int_t)cs.pids));
+	json_object_set_new(rec, "disk", disk >= 0 ? json_integer(disk) : json_null());
+	json_object_set_new(rec, "disk_limit", json_integer((json_int_t)sb->limits.disk));
+	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(rec, "labels", sb->labels ? json_incref(sb->labels) : json_object());
+	return rec;
+}
+
+static int list_one(const char *id, void *ctx)
+{
+	struct dsec_sandbox sb;
+	struct dsec_err err;
+	int explicit = ctx != NULL;
+
+	if (dsec_sandbox_load(&paths, id, &sb, &err) < 0) {
+		/* a sandbox being created or half-removed is not an error in a listing */
+		if (explicit) {
+			dsec_err_print(&err);
+			failed = 1;
+			emit(dsec_jsonl_set_error(json_pack("{s:s}", "id", id), &err, "dsec-ps"));
+		}
+		return 0;
+	}
+	emit(record(&sb));
+	dsec_sandbox_free(&sb);
+	return out_gone ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct dsec_cli cli = {.help = usage};
+	struct dsec_err err = {0};
+	int c;
+
+	dsec_prog = "dsec-ps";
+	while ((c = getopt_long(argc, argv, "hVqv", longopts, NULL)) != -1) {
+		if (dsec_cli_common(&cli, c, optarg))
+			continue;
+		dsec_usage_error("unknown option");
+	}
+	dsec_cli_paths(&cli, &paths);
+	dsec_jsonl_init_output();
+	if (optind < argc) {
+		for (int i = optind; i < argc && !out_gone; i++)
+			list_one(argv[i], &paths);
+	} else if (dsec_sandbox_foreach(&paths, list_one, NULL, &err) < 0) {
+		dsec_fatal(&err);
+	}
+	return dsec_cli_exit(out_gone ? DSEC_EXIT_FATAL : failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
+}

@@ -1,0 +1,271 @@
+#!/usr/bin/env bats
+# dsec-spawn: records, isolation, limits. Looks into sandboxes from the host (nsenter), so it
+# does not depend on dsec-exec.
+
+load helpers
+load image
+
+setup() {
+	dsec_setup
+	make_busybox_image
+}
+
+@test "spawn: one record with the documented fields and defaults" {
+	run dsec-spawn --image busybox
+	[ "$status" -eq 0 ]
+	rec=$(records)
+	[ "$(printf '%s\n' "$rec" | wc -l)" -eq 1 ]
+	json_has "$rec" '.id | test("^sb-[0-9a-f]{12}$")'
+	json_is "$rec" .image busybox
+	json_is "$rec" .warm false
+	json_is "$rec" .node "$(hostname)"
+	json_has "$rec" '.spawn_us > 0'
+	json_is "$rec" '.limits | [.cpus, .memory, .pids, .disk] | map(tostring) | join(" ")' \
+		"1 1073741824 512 1073741824"
+	json_is "$rec" .ttl 3600
+	json_is "$rec" .net none
+	id=$(jq -r .id <<<"$rec")
+	[ -f "$DSEC_RUN/sandboxes/$id/sandbox.json" ]
+	[ ! -e "$DSEC_RUN/sandboxes/$id/pending" ]
+	json_is "$(sb_json "$id")" .image busybox
+	kill -0 "$(sb_pid "$id")"
+}
+
+@test "spawn: -n 5 gives 5 distinct sandboxes, each its own holder" {
+	run dsec-spawn --image busybox -n 5
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r .id | sort -u | wc -l)" -eq 5 ]
+	[ "$(records | jq -r .pid | sort -u | wc -l)" -eq 5 ]
+}
+
+@test "spawn: inside, pid 1 is the holder and no host process is visible" {
+	spawn_one
+	run sb_run "$ID" sh -c 'cat /proc/1/comm; ls -d /proc/[0-9]* | wc -l'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = dsec-holder ]
+	# the holder, sh, ls (and maybe wc): nothing of the host
+	[ "${lines[1]}" -le 4 ]
+	# and the holder's own view of pid 1 is itself
+	[ "$(readlink "/proc/$(sb_pid "$ID")/ns/pid")" != "$(readlink /proc/self/ns/pid)" ]
+}
+
+@test "spawn: hostname is the id by default, --hostname sets it" {
+	spawn_one
+	run sb_run "$ID" hostname
+	[ "$output" = "$ID" ]
+	spawn_one --hostname box-1
+	run sb_run "$ID" hostname
+	[ "$output" = box-1 ]
+	[ "$(hostname)" != box-1 ]
+}
+
+@test "spawn: /dev is minimal, /proc is the sandbox's, no host mount inside" {
+	spawn_one
+	run sb_run "$ID" ls /dev
+	[ "$status" -eq 0 ]
+	[ "$(echo $output)" = "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero" ]
+	run sb_run "$ID" sh -c 'echo x >/dev/null && head -c 4 /dev/urandom | wc -c && head -c 3 /dev/zero | wc -c'
+	[ "$(echo $output)" = "4 3" ]
+	run sb_run "$ID" cat /proc/self/mountinfo
+	[ "$status" -eq 0 ]
+	# /, /proc, /dev, /dev/pts and nothing else
+	[ "${#lines[@]}" -eq 4 ]
+	[[ "$output" != *"$TESTDIR"* ]]
+	[[ "$output" != *" /l/"* ]]
+	run sb_run "$ID" test -e "$TESTDIR"
+	[ "$status" -ne 0 ]
+	# the host's mount table did not grow with the sandbox
+	[ "$(grep -c " $TESTDIR/" /proc/self/mountinfo)" -eq 1 ]
+}
+
+@test "spawn: writes go to the sandbox's tmpfs, not to the layer, not to another sandbox" {
+	layer=$(ls "$DSEC_ROOT"/layers/*/layer.erofs)
+	sum=$(sha256sum <"$layer")
+	spawn_one
+	a=$ID
+	spawn_one
+	b=$ID
+	sb_run "$a" sh -c 'echo secret >/etc/mine && rm /bin/vi && mkdir /newdir'
+	run sb_run "$a" cat /etc/mine
+	[ "$output" = secret ]
+	run sb_run "$b" sh -c 'test -e /etc/mine || echo absent; test -e /bin/vi && echo vi'
+	[ "$(echo $output)" = "absent vi" ]
+	[ "$(sha256sum <"$layer")" = "$sum" ]
+	# / is the overlay, its upper a tmpfs of the sandbox's own mount namespace
+	run sb_run "$a" sh -c 'head -1 /proc/self/mountinfo'
+	[[ "$output" == *" / / "*" - overlay overlay "*"upperdir=/sb/u"* ]]
+}
+
+@test "spawn: --net none has only loopback (up), --net host shares the host's" {
+	spawn_one
+	run sb_run "$ID" sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'
+	[ "$output" = lo ]
+	run sb_run "$ID" cat /sys/class/net/lo/operstate
+	run sb_run "$ID" ping -c 1 -W 1 127.0.0.1
+	[ "$status" -eq 0 ]
+	spawn_one --net host
+	json_is "$REC" .net host
+	[ "$(readlink "/proc/$(sb_pid "$ID")/ns/net")" = "$(readlink /proc/self/ns/net)" ]
+}
+
+@test "spawn: limits are written to the sandbox's cgroups" {
+	spawn_one --memory 64M --pids 37 --cpus 0.5
+	json_is "$REC" '.limits.memory' 67108864
+	json_is "$REC" '.limits.pids' 37
+	json_is "$REC" '.limits.cpus' 0.5
+	if [ "$(sb_json "$ID" | jq .cgroup.version)" = 2 ]; then
+		d=$(sb_cgroups "$ID")
+		[ "$(cat "$d/memory.max")" = 67108864 ]
+		[ "$(cat "$d/pids.max")" = 37 ]
+		[ "$(cat "$d/cpu.max")" = "50000 100000" ]
+		grep -qx "$(sb_pid "$ID")" "$d/cgroup.procs"
+	else
+		m=$(sb_json "$ID" | jq -r .cgroup.paths.memory)
+		p=$(sb_json "$ID" | jq -r .cgroup.paths.pids)
+		c=$(sb_json "$ID" | jq -r .cgroup.paths.cpu)
+		[ "$(cat "$m/memory.limit_in_bytes")" = 67108864 ]
+		[ "$(cat "$p/pids.max")" = 37 ]
+		[ "$(cat "$c/cpu.cfs_quota_us")" = 50000 ]
+		grep -qx "$(sb_pid "$ID")" "$m/cgroup.procs"
+		grep -qx "$(sb_pid "$ID")" "$p/cgroup.procs"
+	fi
+	# the holder is shielded from the OOM killer where we may (CAP_SYS_RESOURCE)
+	if capsh --has-p=cap_sys_resource 2>/dev/null; then
+		[ "$(cat "/proc/$(sb_pid "$ID")/oom_score_adj")" = -1000 ]
+	fi
+}
+
+@test "spawn: a memory hog is OOM-killed inside, the sandbox and host live on" {
+	spawn_one --memory 32M
+	# dd's 64 MiB buffer, filled from /dev/zero, cannot fit in 32 MiB
+	run sb_run "$ID" dd if=/dev/zero of=/dev/null bs=64M count=1
+	[ "$status" -eq 137 ]
+	kill -0 "$(sb_pid "$ID")"
+	run sb_run "$ID" echo alive
+	[ "$output" = alive ]
+}
+
+@test "spawn: a fork bomb stops at the pids limit" {
+	spawn_one --pids 16
+	if [ "$(sb_json "$ID" | jq .cgroup.version)" = 2 ]; then
+		p=$(sb_cgroups "$ID")
+	else
+		p=$(sb_json "$ID" | jq -r .cgroup.paths.pids)
+	fi
+	# the subshell dies when it cannot fork; its parent counts with builtins only
+	run sb_run "$ID" sh -c '(i=0; while [ $i -lt 40 ]; do sleep 60 & i=$((i+1)); done)
+		set -- /proc/[0-9]*; echo $#'
+	n=$(printf '%s\n' "$output" | tail -1)
+	[ "$n" -le 16 ]
+	[ "$n" -ge 10 ]
+	[ "$(cat "$p/pids.current")" -le 16 ]
+	grep -q '^max [1-9]' "$p/pids.events"
+	# a real bomb, bounded by the limit and by timeout; the host goes on
+	run timeout 10 sb_run "$ID" sh -c 'b() { b | b & }; b; sleep 1'
+	[ "$(cat "$p/pids.current")" -le 16 ]
+	kill -0 "$(sb_pid "$ID")"
+	run dsec-reap "$ID"
+	[ "$status" -eq 0 ]
+	[ ! -e "$p" ]
+	run echo host fine
+	[ "$output" = "host fine" ]
+}
+
+@test "spawn: filling the disk stops at --disk" {
+	spawn_one --disk 8M
+	run sb_run "$ID" dd if=/dev/zero of=/tmp/fill bs=1M count=64
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"No space left"* ]]
+	run sb_run "$ID" stat -c %s /tmp/fill
+	[ "$output" -le $((8 << 20)) ]
+	# /dev/shm is bounded too
+	run sb_run "$ID" dd if=/dev/zero of=/dev/shm/fill bs=1M count=64
+	[ "$status" -ne 0 ]
+}
+
+@test "spawn: spec records on stdin, unknown members pass through, bad ones fail alone" {
+	run dsec-spawn <<'EOF'
+{"image":"busybox","task":"t1","memory":"64M"}
+{"image":"nosuch","task":"t2"}
+not json
+{"image":"busybox","task":"t3","pids":"many"}
+{"image":"busybox","task":"t4","labels":{"k":"v"},"env":{"A":"1"}}
+EOF
+	[ "$status" -eq 1 ]
+	[ "$(records | wc -l)" -eq 5 ]
+	r1=$(records | sed -n 1p)
+	json_is "$r1" .task t1
+	json_is "$r1" .limits.memory 67108864
+	json_has "$r1" '.id | startswith("sb-")'
+	r2=$(records | sed -n 2p)
+	json_is "$r2" .task t2
+	json_has "$r2" '.error.msg | contains("nosuch")'
+	json_is "$r2" .error.tool dsec-spawn
+	json_has "$(records | sed -n 3p)" '.error.msg | contains(":3:")'
+	json_has "$(records | sed -n 4p)" '.error.msg | contains("pids")'
+	r5=$(records | sed -n 5p)
+	id=$(jq -r .id <<<"$r5")
+	json_is "$(sb_json "$id")" '.labels.k' v
+	json_is "$(sb_json "$id")" '.env[0]' A=1
+	# the failed ones left nothing
+	[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -eq 2 ]
+}
+
+@test "spawn: an error record from upstream passes through untouched" {
+	in='{"task":"x","error":{"tool":"up","errno":5,"msg":"boom"}}'
+	run dsec-spawn <<<"$in"
+	[ "$status" -eq 0 ]
+	[ "$(records)" = "$in" ]
+	[ ! -d "$DSEC_RUN/sandboxes" ] || [ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -eq 0 ]
+}
+
+@test "spawn: bad options are usage errors" {
+	must_fail dsec-spawn --image busybox --memory lots
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --image busybox --net bridge
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --image busybox --cpus 0
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --image busybox -n 0
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --image busybox --hostname 'a b'
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --image ../etc
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --image busybox --env NOEQUALS
+	[ "$status" -eq 2 ]
+}
+
+@test "spawn: an unknown image is an error record, exit 1, nothing left" {
+	run dsec-spawn --image nosuch
+	[ "$status" -eq 1 ]
+	json_has "$(records)" '.error.msg | contains("nosuch")'
+	[[ "$output" == *"dsec-spawn: error: "* ]]
+	[ "$(ls "$DSEC_RUN/sandboxes" 2>/dev/null | wc -l)" -eq 0 ]
+}
+
+@test "spawn: a closed stdout takes the sandbox back" {
+	run bash -c 'dsec-spawn --image busybox -n 3 | head -c 0'
+	[ "$status" -eq 0 ]
+	dsec-reap --orphans >/dev/null
+	[ "$(ls "$DSEC_RUN/sandboxes" 2>/dev/null | wc -l)" -eq 0 ]
+}
+
+@test "spawn: a dir-format layer stacks above an EROFS layer" {
+	mkdir -p "$TESTDIR/app/etc" "$TESTDIR/app/opt"
+	echo from-app >"$TESTDIR/app/opt/hello"
+	echo 'app:x:0:0::/:/bin/sh' >"$TESTDIR/app/etc/passwd"
+	make_dir_layer_image app "$TESTDIR/app"
+	spawn_one
+	run dsec-spawn --image app
+	[ "$status" -eq 0 ]
+	id=$(records | jq -r .id)
+	run sb_run "$id" sh -c 'cat /opt/hello; head -1 /etc/passwd; test -x /bin/busybox && echo bb'
+	[ "$(echo $output)" = "from-app app:x:0:0::/:/bin/sh bb" ]
+}
+
+@test "spawn: --help and the man page list the same long options" {
+	help=$(dsec-spawn --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z-]+' | grep -oE -- '--[a-z-]+' | sort -u)
+	man=$(grep '^\.It' "$TOP/man/dsec-spawn.1" | grep -oE 'Fl \\-[a-z-]+' | sed 's/Fl \\-/--/' | sort -u)
+	[ "$help" = "$man" ] || { diff <(echo "$help") <(echo "$man"); false; }
+}

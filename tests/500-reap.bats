@@ -1,0 +1,206 @@
+#!/usr/bin/env bats
+# dsec-reap: by id, from records, --all, --expired, --orphans, and crash recovery.
+
+load helpers
+load image
+
+setup() {
+	dsec_setup
+	make_busybox_image
+}
+
+@test "reap: by id kills every process and removes cgroup and state" {
+	spawn_one
+	pid=$(sb_pid "$ID")
+	mapfile -t cgs < <(sb_cgroups "$ID")
+	# a process started inside, in its own session, must die too
+	sb_run "$ID" sh -c 'setsid sleep 1000 </dev/null >/dev/null 2>&1 &'
+	inner=$(pgrep -f 'sleep 1000' | while read -r p; do
+		[ "$(readlink /proc/$p/ns/pid)" = "$(readlink /proc/$pid/ns/pid)" ] && echo "$p"; done)
+	[ -n "$inner" ]
+	run dsec-reap "$ID"
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .id "$ID"
+	json_is "$(records)" .reaped true
+	! kill -0 "$pid" 2>/dev/null
+	! kill -0 "$inner" 2>/dev/null
+	[ ! -e "$DSEC_RUN/sandboxes/$ID" ]
+	for c in "${cgs[@]}"; do [ ! -e "$c" ]; done
+}
+
+@test "reap: records pass through, an error record still gets its sandbox reaped" {
+	spawn_one
+	a=$ID
+	spawn_one
+	b=$ID
+	run dsec-reap <<EOF
+{"id":"$a","task":"keep me"}
+{"id":"$b","error":{"tool":"dsec-exec","errno":5,"msg":"boom"}}
+{"task":"spawn failed","error":{"tool":"dsec-spawn","errno":2,"msg":"no image"}}
+EOF
+	[ "$status" -eq 0 ]
+	json_is "$(records | sed -n 1p)" '[.id, .task, .reaped] | join(" ")' "$a keep me true"
+	json_is "$(records | sed -n 2p)" '.reaped' true
+	json_is "$(records | sed -n 2p)" '.error.tool' dsec-exec
+	json_is "$(records | sed -n 3p)" '.task' "spawn failed"
+	json_has "$(records | sed -n 3p)" 'has("reaped") | not'
+	[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -eq 0 ]
+}
+
+@test "reap: an unknown id is an error record and exit 1, the others go on" {
+	spawn_one
+	run dsec-reap sb-000000000000 "$ID" 'sb-../../x'
+	[ "$status" -eq 1 ]
+	[ "$(records | wc -l)" -eq 3 ]
+	json_has "$(records | sed -n 1p)" '.error.msg | contains("no such sandbox")'
+	json_is "$(records | sed -n 2p)" .reaped true
+	json_has "$(records | sed -n 3p)" '.error.msg | contains("not a sandbox id")'
+	[[ "$output" == *"dsec-reap: error: sb-000000000000"* ]]
+}
+
+@test "reap: malformed input lines are reported with their line number" {
+	spawn_one
+	run dsec-reap <<EOF
+{"id":"$ID"}
+{"id":
+[1,2]
+{"noid":1}
+EOF
+	[ "$status" -eq 1 ]
+	[ "$(records | wc -l)" -eq 4 ]
+	json_is "$(records | sed -n 1p)" .reaped true
+	json_has "$(records | sed -n 2p)" '.error.msg | contains(":2")'
+	json_has "$(records | sed -n 4p)" '.error.msg | contains("id")'
+}
+
+@test "reap: --all leaves nothing of the run dir: state, cgroups, template, holders" {
+	run dsec-spawn --image busybox -n 3
+	[ "$status" -eq 0 ]
+	id=$(records | head -1 | jq -r .id)
+	mapfile -t parents < <(sb_cgroup_parents "$id")
+	[ -e "$DSEC_RUN/template/mnt" ]
+	grep -q " $DSEC_RUN/template/mnt " /proc/self/mountinfo
+	run dsec-reap --all
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r 'select(.reaped) | .id' | wc -l)" -eq 3 ]
+	assert_nothing_left "${parents[@]}"
+	[ ! -e "$DSEC_RUN/template" ]
+	# and the next spawn makes it all again
+	spawn_one
+	run dsec-reap -q --all
+	[ "$status" -eq 0 ]
+	assert_nothing_left "${parents[@]}"
+}
+
+@test "reap: --expired takes only sandboxes past their TTL" {
+	spawn_one --ttl 1s
+	short=$ID
+	spawn_one --ttl 1h
+	long=$ID
+	spawn_one --ttl 0
+	never=$ID
+	sleep 1.2
+	run dsec-reap --expired
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r .id)" = "$short" ]
+	[ ! -e "$DSEC_RUN/sandboxes/$short" ]
+	[ -e "$DSEC_RUN/sandboxes/$long" ]
+	[ -e "$DSEC_RUN/sandboxes/$never" ]
+}
+
+@test "reap: --orphans removes dead holders, stray cgroups and half-made state" {
+	spawn_one
+	dead=$ID
+	spawn_one
+	live=$ID
+	mapfile -t parents < <(sb_cgroup_parents "$live")
+	kill -9 "$(sb_pid "$dead")"
+	# a cgroup without state, with a process in it
+	stray=sb-0123456789ab
+	for p in "${parents[@]}"; do mkdir "$p/$stray"; done
+	sleep 1000 &
+	sp=$!
+	for p in "${parents[@]}"; do echo "$sp" >"$p/$stray/cgroup.procs"; done
+	# a state dir without a state file
+	mkdir "$DSEC_RUN/sandboxes/sb-aaaaaaaaaaaa"
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	ids=$(records | jq -r 'select(.orphan) | .id' | sort -u | tr '\n' ' ')
+	[ "$ids" = "$(printf '%s\n' "$dead" "$stray" sb-aaaaaaaaaaaa | sort | tr '\n' ' ')" ]
+	! kill -0 "$sp" 2>/dev/null
+	for p in "${parents[@]}"; do [ ! -e "$p/$stray" ]; [ ! -e "$p/$dead" ]; [ -e "$p/$live" ]; done
+	[ -e "$DSEC_RUN/sandboxes/$live" ]
+	kill -0 "$(sb_pid "$live")"
+}
+
+@test "reap: kill -9 of dsec-spawn at any moment, then --orphans leaves nothing" {
+	spawn_one
+	mapfile -t parents < <(sb_cgroup_parents "$ID")
+	dsec-reap -q "$ID" >/dev/null
+	for delay in 0.01 0.03 0.06 0.1 0.15 0.2 0.3; do
+		dsec-spawn --image busybox -n 1000 >/dev/null 2>&1 &
+		sp=$!
+		sleep "$delay"
+		kill -9 "$sp"
+		wait "$sp" || true
+		run dsec-reap --orphans
+		[ "$status" -eq 0 ]
+		# whatever was handed out before the kill is still a live, complete sandbox
+		for d in "$DSEC_RUN"/sandboxes/*; do
+			[ -e "$d" ] || continue
+			[ -f "$d/sandbox.json" ]
+			[ ! -e "$d/pending" ]
+		done
+		dsec-reap -q --all >/dev/null
+		assert_nothing_left "${parents[@]}"
+	done
+}
+
+@test "reap: kill -9 of dsec-reap mid-way, then --orphans leaves nothing" {
+	run dsec-spawn --image busybox -n 20
+	[ "$status" -eq 0 ]
+	id=$(records | head -1 | jq -r .id)
+	mapfile -t parents < <(sb_cgroup_parents "$id")
+	dsec-reap --all >/dev/null 2>&1 &
+	rp=$!
+	sleep 0.05
+	kill -9 "$rp"
+	wait "$rp" || true
+	# dead holders and half-removed state are orphans; the live rest goes with --all
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	run dsec-reap --all
+	[ "$status" -eq 0 ]
+	assert_nothing_left "${parents[@]}"
+}
+
+@test "reap: two reapers of the same sandboxes do not trip over each other" {
+	run dsec-spawn --image busybox -n 10
+	[ "$status" -eq 0 ]
+	id=$(records | head -1 | jq -r .id)
+	mapfile -t parents < <(sb_cgroup_parents "$id")
+	records >"$TESTDIR/recs"
+	dsec-reap <"$TESTDIR/recs" >"$TESTDIR/out1" 2>/dev/null &
+	dsec-reap <"$TESTDIR/recs" >"$TESTDIR/out2" 2>/dev/null || true
+	wait || true
+	# each sandbox reaped at least once, none failed for another reason than being gone
+	n=$(cat "$TESTDIR/out1" "$TESTDIR/out2" | jq -r 'select(.reaped) | .id' | sort -u | wc -l)
+	[ "$n" -eq 10 ]
+	dsec-reap -q --all >/dev/null
+	assert_nothing_left "${parents[@]}"
+}
+
+@test "reap: usage errors" {
+	must_fail dsec-reap --all --orphans
+	[ "$status" -eq 2 ]
+	must_fail dsec-reap --all sb-000000000000
+	[ "$status" -eq 2 ]
+	must_fail dsec-reap --bogus
+	[ "$status" -eq 2 ]
+}
+
+@test "reap: --help and the man page list the same long options" {
+	help=$(dsec-reap --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z-]+' | grep -oE -- '--[a-z-]+' | sort -u)
+	man=$(grep '^\.It' "$TOP/man/dsec-reap.1" | grep -oE 'Fl \\-[a-z-]+' | sed 's/Fl \\-/--/' | sort -u)
+	[ "$help" = "$man" ] || { diff <(echo "$help") <(echo "$man"); false; }
+}
