@@ -217,6 +217,14 @@ static int write_claim(const struct dsec_sandbox *sb, const char *key, struct ds
 	return rc;
 }
 
+int dsec_pool_claimed(const struct dsec_sandbox *sb)
+{
+	char path[PATH_MAX + 16];
+
+	snprintf(path, sizeof(path), "%s/" CLAIM_FILE, sb->dir);
+	return access(path, F_OK) == 0;
+}
+
 int dsec_pool_merge_claim(const char *dir, json_t *state)
 {
 	char path[PATH_MAX + 16], *buf;

@@ -128,6 +128,9 @@ uint64_t dsec_mem_available(void);
  * when the sandbox was never claimed) or -1 when the file is unreadable. */
 int dsec_pool_merge_claim(const char *dir, json_t *state);
 
+/* Was sb claimed from a warm pool (claim.json present)? 1 or 0. */
+int dsec_pool_claimed(const struct dsec_sandbox *sb);
+
 /* Claims for one dsec-spawn run: each pool's ready dir is read once (again only when the
  * entries read are used up), and entries are tried from a per-process offset so concurrent
  * claimers rarely race for the same entry. */

@@ -268,3 +268,21 @@ cg_read() {
 	must_fail dsec-warm --image busybox --count 2 --net bridge
 	[ "$status" -eq 2 ]
 }
+
+@test "ps: --pools lists each pool with its ready count; a claimed sandbox shows warm" {
+	dsec-warm --image busybox --count 2 >/dev/null
+	dsec-warm --image busybox --count 1 --memory 256M >/dev/null
+	run dsec-ps --pools
+	[ "$status" -eq 0 ]
+	[ "$(records | wc -l)" -eq 2 ]
+	json_is "$(records | jq -c 'select(.limits.memory == 1073741824)')" .ready 2
+	json_is "$(records | jq -c 'select(.limits.memory == 268435456)')" .ready 1
+	json_is "$(records | head -1)" .image busybox
+	# the exact profile's pool first
+	run dsec-spawn --image busybox --memory 256M
+	id=$(records | jq -r .id)
+	json_is "$(dsec-ps --pools | jq -c 'select(.limits.memory == 268435456)')" .ready 0
+	run dsec-ps "$id"
+	json_is "$(records)" .warm true
+	json_is "$(records)" .state running
+}
