@@ -172,7 +172,7 @@ static int drain(void)
 	size_t n;
 	int status = 0;
 
-	if (dsec_pool_ready(&pool, &e, &n, &err) < 0)
+	if (dsec_pool_ready(&pool, &e, &n, 0, &err) < 0)
 		dsec_fatal(&err);
 	for (size_t i = 0; i < n; i++) {
 		int r = dsec_pool_retire(&paths, &pool, e[i].id, &err);
@@ -202,7 +202,7 @@ static long long recycle(uint64_t max_age)
 	size_t n;
 	long long left = 0, old = 0;
 
-	if (dsec_pool_ready(&pool, &e, &n, &err) < 0)
+	if (dsec_pool_ready(&pool, &e, &n, max_age > 0, &err) < 0)
 		dsec_fatal(&err);
 	for (size_t i = 0; i < n; i++) {
 		if (max_age && e[i].created_us + max_age <= now &&

@@ -123,7 +123,7 @@ int dsec_pool_lock(const struct dsec_pool *pool, int wait, struct dsec_err *err)
 }
 
 int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, size_t *n,
-		    struct dsec_err *err)
+		    int times, struct dsec_err *err)
 {
 	char path[PATH_MAX + 16];
 	struct dsec_pool_entry *e = NULL;
@@ -156,7 +156,7 @@ int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, 
 		}
 		snprintf(e[k].id, sizeof(e[k].id), "%s", d->d_name);
 		e[k].created_us = 0;
-		if (fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		if (times && fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			e[k].created_us = (uint64_t)st.st_mtim.tv_sec * 1000000 +
 					  (uint64_t)st.st_mtim.tv_nsec / 1000;
 		k++;
@@ -305,7 +305,7 @@ int dsec_pool_prune(const struct dsec_paths *p, const struct dsec_pool *pool, st
 	struct dsec_pool_entry *e;
 	size_t n, left = 0;
 
-	if (dsec_pool_ready(pool, &e, &n, err) < 0)
+	if (dsec_pool_ready(pool, &e, &n, 0, err) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		struct dsec_sandbox sb;
@@ -407,7 +407,7 @@ json_t *dsec_pool_record(const struct dsec_pool *pool)
 	uint64_t oldest = 0, now = dsec_wall_us();
 	json_t *o;
 
-	if (dsec_pool_ready(pool, &e, &n, NULL) < 0)
+	if (dsec_pool_ready(pool, &e, &n, 1, NULL) < 0)
 		e = NULL;
 	for (size_t i = 0; i < n; i++)
 		if (e[i].created_us && (!oldest || e[i].created_us < oldest))
@@ -495,7 +495,7 @@ static int reload(struct dsec_claim_pool *cp, struct dsec_err *err)
 	free(cp->e);
 	cp->e = NULL;
 	cp->next = 0;
-	if (dsec_pool_ready(&cp->pool, &cp->e, &cp->n, err) < 0)
+	if (dsec_pool_ready(&cp->pool, &cp->e, &cp->n, 0, err) < 0)
 		return -1;
 	if (!cp->n) {
 		cp->empty = 1;

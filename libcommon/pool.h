@@ -72,10 +72,11 @@ struct dsec_pool_entry {
 	uint64_t created_us;
 };
 
-/* Read the pool's ready dir once: *out (caller frees) gets *n entries in directory order.
- * 0 or -1. A missing dir is an empty pool. */
+/* Read the pool's ready dir once: *out (caller frees) gets *n entries in directory order,
+ * with their creation times when times (a stat per entry; claims do without). 0 or -1. A
+ * missing dir is an empty pool. */
 int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, size_t *n,
-		    struct dsec_err *err);
+		    int times, struct dsec_err *err);
 
 /* The claim step on plain files: rename readyfd/<id> to run/sandboxes/<id>/pending without
  * replacing. Returns 1 when this caller won the entry, 0 when it is gone (claimed by another,

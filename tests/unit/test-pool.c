@@ -54,7 +54,7 @@ int main(void)
 	ok(strcmp(a.key, c.key) != 0, "other image, other key");
 	ok(strstr(a.dir, "/run/pools/p-") != NULL, "dir %s", a.dir);
 
-	ok(dsec_pool_ready(&a, &e, &n, &err) == 0 && n == 0, "missing pool is empty");
+	ok(dsec_pool_ready(&a, &e, &n, 0, &err) == 0 && n == 0, "missing pool is empty");
 	free(e);
 	ok(dsec_pool_save(&a, &err) == 0, "save: %s", err.msg);
 	ok(dsec_pool_load(&p, a.key, &loaded, &err) == 0 && !strcmp(loaded.image, "py") &&
@@ -79,7 +79,7 @@ int main(void)
 		snprintf(path, sizeof(path), "%s/sandboxes/%s", p.run, id);
 		dsec_mkdir_p(path, 0700, NULL);
 	}
-	ok(dsec_pool_ready(&a, &e, &n, &err) == 0 && n == NIDS && e[0].created_us > 0,
+	ok(dsec_pool_ready(&a, &e, &n, 1, &err) == 0 && n == NIDS && e[0].created_us > 0,
 	   "ready list has %d entries with times", NIDS);
 	free(e);
 	ok(dsec_pool_record(&a) != NULL, "record");
@@ -131,7 +131,7 @@ int main(void)
 		}
 		ok(won == NIDS && dup == 0, "%d claimers: %d won, %d twice", NCLAIMERS, won, dup);
 	}
-	ok(dsec_pool_ready(&a, &e, &n, &err) == 0 && n == 0, "nothing left ready");
+	ok(dsec_pool_ready(&a, &e, &n, 0, &err) == 0 && n == 0, "nothing left ready");
 	free(e);
 	id_of(0, id);
 	snprintf(path, sizeof(path), "%s/sandboxes/%s/pending", p.run, id);
