@@ -31,6 +31,12 @@ sb_state() {
 	fi
 }
 
+# gone PID: the process has exited (a zombie waiting for init counts; so does a pid whose
+# /proc entry vanished while we looked).
+gone() {
+	! kill -0 "$1" 2>/dev/null || grep -qs '^State:.*Z' "/proc/$1/status" || [ ! -e "/proc/$1" ]
+}
+
 # cg_read ID CTRL FILE: a file of the sandbox's cgroup (v1: CTRL's dir; v2: the one dir).
 cg_read() {
 	local j="$DSEC_RUN/sandboxes/$1/sandbox.json" dir
@@ -117,7 +123,7 @@ cg_read() {
 	[ "$(ready_count)" -eq 0 ]
 	[ ! -e "$DSEC_RUN/pools/$(records | jq -r .pool | head -1)" ]
 	for id in $ids; do [ ! -e "$DSEC_RUN/sandboxes/$id" ]; done
-	for p in $pids; do ! kill -0 "$p" 2>/dev/null || grep -q '^State:.*Z' "/proc/$p/status"; done
+	for p in $pids; do gone "$p"; done
 }
 
 @test "warm: --max-age recycles ready sandboxes older than D" {
@@ -248,7 +254,7 @@ cg_read() {
 	[ "$(records | jq -r 'select(.reaped) | .id' | wc -l)" -eq 3 ]
 	[ ! -e "$DSEC_RUN/pools" ]
 	[ ! -d "$DSEC_RUN/sandboxes" ] || [ -z "$(ls "$DSEC_RUN/sandboxes")" ]
-	for p in $pids; do ! kill -0 "$p" 2>/dev/null || grep -q '^State:.*Z' "/proc/$p/status"; done
+	for p in $pids; do gone "$p"; done
 	! grep -q "$TESTDIR" /proc/self/mountinfo
 	run dsec-warm --list
 	[ -z "$output" ]
