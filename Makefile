@@ -35,8 +35,11 @@ $(B)/tests/%: tests/unit/%.c $(B)/libcommon.a $(wildcard libcommon/*.h) | $(B)/t
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(B)/libcommon.a $(LDFLAGS) $(LDLIBS)
 
 # pid 1 of every sandbox: static and tiny, exec'd by dsec-spawn from outside the sandbox.
+# Without libc where holder.c knows the syscalls (x86_64, aarch64).
+HOLDER_FLAGS = $(if $(filter x86_64-% aarch64-%,$(shell $(CC) -dumpmachine)),\
+	-DDSEC_HOLDER_NOLIBC -nostdlib -ffreestanding -fno-stack-protector -fno-asynchronous-unwind-tables)
 $(B)/dsec-holder: libcommon/holder/holder.c | $(B)/lib
-	$(CC) -std=gnu11 -Os -Wall -Wextra -Werror -D_GNU_SOURCE -static -o $@ $<
+	$(CC) -std=gnu11 -Os -Wall -Wextra -Werror -static $(HOLDER_FLAGS) -o $@ $<
 
 # A static probe run inside sandboxes to look at them from within.
 $(B)/tests/probe: tests/probe.c | $(B)/tests

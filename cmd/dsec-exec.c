@@ -1,6 +1,7 @@
 /* dsec-exec: run a command in a sandbox, in the foreground (like docker exec, tty too) or for
  * each record on standard input, many at once; and copy files in and out (dsec-exec cp). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +225,11 @@ int main(int argc, char **argv)
 	long failed;
 
 	dsec_prog = "dsec-exec";
+	/* 0, 1 and 2 open, so no descriptor made later takes their place */
+	while ((c = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && c <= 2)
+		fcntl(c, F_SETFD, 0);
+	if (c > 2)
+		close(c);
 	if (!envset)
 		return DSEC_EXIT_FATAL;
 	while ((c = getopt_long(argc, argv, "+hVqvte:w:j:k", longopts, NULL)) != -1) {
@@ -295,7 +301,8 @@ int main(int argc, char **argv)
 	free(envset);
 	if (failed < 0) {
 		dsec_err_print(&err);
-		return dsec_cli_exit(DSEC_EXIT_FATAL);
+		dsec_close_stdout();
+		return DSEC_EXIT_FATAL;
 	}
 	return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
 }

@@ -86,10 +86,7 @@ static void fail(const char *key, const char *subject, struct dsec_err *err)
 	if (key && subject)
 		json_object_set_new(rec, key, json_string(subject));
 	dsec_jsonl_set_error(rec, err, "dsec-layer");
-	if (subject)
-		dsec_errorx("%s: %s", subject, err->msg);
-	else
-		dsec_err_print(err);
+	dsec_err_print(err); /* the messages name their subject already */
 	emit(rec, NULL, err);
 	json_decref(rec);
 	failed = 1;
@@ -178,7 +175,7 @@ static void cmd_export(const struct dsec_paths *p, const char *ref)
 	if (dsec_store_find_layer(p, ref, id, &err) < 0 ||
 	    dsec_layer_export(p, id, STDOUT_FILENO, &err) < 0) {
 		/* stdout carries the archive: the error goes to stderr only */
-		dsec_errorx("%s: %s", ref, err.msg);
+		dsec_err_print(&err);
 		failed = 1;
 	}
 }

@@ -47,8 +47,8 @@ int dsec_cgroup_set_limits(const struct dsec_sandbox *sb, const struct dsec_limi
  * v1. Caller closes. */
 int dsec_cgroup_open(const struct dsec_sandbox *sb, struct dsec_err *err);
 
-/* Move process pid into the sandbox's cgroup(s) (cgroup.procs of each). 0 or -1. Safe after
- * fork (no allocation). */
+/* Move process pid (0: the caller) into the sandbox's cgroup(s) (cgroup.procs of each). 0 or -1.
+ * Safe after fork and in a CLONE_VM child (no allocation). */
 int dsec_cgroup_attach(const struct dsec_sandbox *sb, pid_t pid, struct dsec_err *err);
 
 /* Kill every process in the sandbox's cgroup(s): cgroup.kill on v2 when available, else freeze,

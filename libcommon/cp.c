@@ -5,6 +5,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,6 +16,109 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* libarchive is loaded when a copy needs it, not at every start of dsec-exec: its dependencies
+ * (libxml2, ICU, …) cost more than a whole exec. Loaded on the host, before anything enters a
+ * sandbox, so the sandbox's own libraries are never used. */
+#define LA_FUNCS(X)                                                                                \
+	X(archive_entry_filetype)                                                                  \
+	X(archive_entry_free)                                                                      \
+	X(archive_entry_hardlink)                                                                  \
+	X(archive_entry_mode)                                                                      \
+	X(archive_entry_new)                                                                       \
+	X(archive_entry_pathname)                                                                  \
+	X(archive_entry_set_gname)                                                                 \
+	X(archive_entry_set_mode)                                                                  \
+	X(archive_entry_set_pathname)                                                              \
+	X(archive_entry_set_uname)                                                                 \
+	X(archive_error_string)                                                                    \
+	X(archive_read_data)                                                                       \
+	X(archive_read_data_block)                                                                 \
+	X(archive_read_disk_descend)                                                               \
+	X(archive_read_disk_new)                                                                   \
+	X(archive_read_disk_open)                                                                  \
+	X(archive_read_disk_set_symlink_physical)                                                  \
+	X(archive_read_free)                                                                       \
+	X(archive_read_new)                                                                        \
+	X(archive_read_next_header)                                                                \
+	X(archive_read_next_header2)                                                               \
+	X(archive_read_open_fd)                                                                    \
+	X(archive_read_support_filter_all)                                                         \
+	X(archive_read_support_format_tar)                                                         \
+	X(archive_write_close)                                                                     \
+	X(archive_write_data)                                                                      \
+	X(archive_write_data_block)                                                                \
+	X(archive_write_disk_new)                                                                  \
+	X(archive_write_disk_set_options)                                                          \
+	X(archive_write_finish_entry)                                                              \
+	X(archive_write_free)                                                                      \
+	X(archive_write_header)                                                                    \
+	X(archive_write_new)                                                                       \
+	X(archive_write_open_fd)                                                                   \
+	X(archive_write_set_format_pax_restricted)
+
+#define LA_PTR(f) static __typeof__(f) *la_##f;
+LA_FUNCS(LA_PTR)
+#define LA_ENTRY(f) {#f, (void **)&la_##f},
+static const struct {
+	const char *name;
+	void **ptr;
+} la_syms[] = {LA_FUNCS(LA_ENTRY)};
+#define archive_entry_filetype (*la_archive_entry_filetype)
+#define archive_entry_free (*la_archive_entry_free)
+#define archive_entry_hardlink (*la_archive_entry_hardlink)
+#define archive_entry_mode (*la_archive_entry_mode)
+#define archive_entry_new (*la_archive_entry_new)
+#define archive_entry_pathname (*la_archive_entry_pathname)
+#define archive_entry_set_gname (*la_archive_entry_set_gname)
+#define archive_entry_set_mode (*la_archive_entry_set_mode)
+#define archive_entry_set_pathname (*la_archive_entry_set_pathname)
+#define archive_entry_set_uname (*la_archive_entry_set_uname)
+#define archive_error_string (*la_archive_error_string)
+#define archive_read_data (*la_archive_read_data)
+#define archive_read_data_block (*la_archive_read_data_block)
+#define archive_read_disk_descend (*la_archive_read_disk_descend)
+#define archive_read_disk_new (*la_archive_read_disk_new)
+#define archive_read_disk_open (*la_archive_read_disk_open)
+#define archive_read_disk_set_symlink_physical (*la_archive_read_disk_set_symlink_physical)
+#define archive_read_free (*la_archive_read_free)
+#define archive_read_new (*la_archive_read_new)
+#define archive_read_next_header (*la_archive_read_next_header)
+#define archive_read_next_header2 (*la_archive_read_next_header2)
+#define archive_read_open_fd (*la_archive_read_open_fd)
+#define archive_read_support_filter_all (*la_archive_read_support_filter_all)
+#define archive_read_support_format_tar (*la_archive_read_support_format_tar)
+#define archive_write_close (*la_archive_write_close)
+#define archive_write_data (*la_archive_write_data)
+#define archive_write_data_block (*la_archive_write_data_block)
+#define archive_write_disk_new (*la_archive_write_disk_new)
+#define archive_write_disk_set_options (*la_archive_write_disk_set_options)
+#define archive_write_finish_entry (*la_archive_write_finish_entry)
+#define archive_write_free (*la_archive_write_free)
+#define archive_write_header (*la_archive_write_header)
+#define archive_write_new (*la_archive_write_new)
+#define archive_write_open_fd (*la_archive_write_open_fd)
+#define archive_write_set_format_pax_restricted (*la_archive_write_set_format_pax_restricted)
+
+static int la_load(struct dsec_err *err)
+{
+	static void *h;
+	size_t i;
+
+	if (h)
+		return 0;
+	h = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		h = dlopen("libarchive.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return dsec_err_set(err, ENOENT, "load libarchive: %s", dlerror());
+	for (i = 0; i < sizeof(la_syms) / sizeof(la_syms[0]); i++) {
+		*la_syms[i].ptr = dlsym(h, la_syms[i].name);
+		if (!*la_syms[i].ptr)
+			return dsec_err_set(err, ENOENT, "libarchive lacks %s", la_syms[i].name);
+	}
+	return 0;
+}
 
 struct cp_job {
 	const char *src, *dst;  /* the sandbox side's path */
@@ -192,6 +296,16 @@ out:
 	return ret;
 }
 
+/* Read fd to its end: the writer's tar padding after the end-of-archive blocks must not meet
+ * a closed pipe. */
+static void drain(int fd)
+{
+	char buf[16384];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
 /* ---- inside the sandbox (fn of dsec_exec_start; stdin/stdout are the stream, stderr the
  * message) ---- */
 
@@ -240,6 +354,8 @@ static int sandbox_unpack(void *arg)
 	}
 	archive_read_free(r);
 	archive_write_free(w);
+	if (ret == 0)
+		drain(0);
 	return ret < 0 ? in_sandbox_fail(msg) : 0;
 }
 
@@ -310,6 +426,8 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 	struct dsec_exec_proc pr;
 	int p[2], msgfd, slash, r = 0, cwd;
 
+	if (la_load(err) < 0)
+		return -1;
 	signal(SIGPIPE, SIG_IGN);
 	if (!j.raw) {
 		if (split_path(src, dir, sizeof(dir), base, sizeof(base), &slash) < 0)
@@ -362,6 +480,8 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 	struct stat st;
 	int p[2], msgfd, slash, r = 0, cwd = -1;
 
+	if (la_load(err) < 0)
+		return -1;
 	signal(SIGPIPE, SIG_IGN);
 	if (split_path(src, sdir, sizeof(sdir), sbase, sizeof(sbase), &slash) < 0)
 		return dsec_err_set(err, EINVAL, "empty source path");
@@ -412,6 +532,8 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		}
 		archive_read_free(rd);
 		archive_write_free(w);
+		if (r == 0)
+			drain(p[0]);
 		if (cwd >= 0) {
 			if (fchdir(cwd) < 0)
 				r = -1;

@@ -19,9 +19,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
@@ -42,7 +39,7 @@ static const cap_value_t keep_caps[] = {
 };
 
 /* What the children tell the caller over the sync socket; sent whole. */
-enum { MSG_PID = 1, MSG_PTY, MSG_ERR };
+enum { MSG_PTY = 1, MSG_ERR };
 struct exec_msg {
 	int kind;
 	int stage; /* MSG_ERR: DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND */
@@ -57,7 +54,8 @@ struct exec_ctx {
 	int sock;
 	int procs[DSEC_CG_NCTRL + 1]; /* v1: cgroup.procs fds to write "0" into, -1 ends */
 	int last_cap;
-	int devnull; /* the host's /dev/null, for fds the spec leaves at -1 */
+	sigset_t ignored; /* signals the caller ignores (SIG_IGN survives exec) */
+	int devnull;      /* the host's /dev/null, for fds the spec leaves at -1 */
 };
 
 int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
@@ -337,14 +335,17 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		dsec_err_sys(&err, "cwd '%s'", cwd);
 		child_fail(c, DSEC_EXEC_CANNOT_RUN, &err);
 	}
-	/* Every host descriptor goes at exec: CLOEXEC rather than close, so the sync socket stays
-	 * until the exec succeeded. */
-	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+	/* Every host descriptor goes now, not at exec: only the sync socket (CLOEXEC) stays until
+	 * the exec succeeded. */
+	if ((c->sock > 3 && syscall(SYS_close_range, 3U, (unsigned)c->sock - 1, 0U) < 0) ||
+	    syscall(SYS_close_range, (unsigned)c->sock + 1, ~0U, 0U) < 0) {
 		dsec_err_sys(&err, "close_range");
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
+	/* Handlers go at exec by themselves; ignored signals would stay ignored. */
 	for (i = 1; i < NSIG; i++)
-		signal(i, SIG_DFL);
+		if (sigismember(&c->ignored, i) == 1)
+			signal(i, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
@@ -354,9 +355,8 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	if (drop_caps(c, &err) < 0 || exec_load_seccomp(c, &err) < 0)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	if (c->s->fn) {
-		/* Undumpable: the sandbox's processes share our uid and capabilities, so they could
-		 * otherwise ptrace the code working for the host. */
-		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		/* Stays undumpable (set in child_enter): the sandbox's processes share our uid and
+		 * capabilities and could otherwise ptrace the code working for the host. */
 		close(c->sock); /* setup done: the caller's start() returns */
 		_exit(c->s->fn(c->s->arg) == 0 ? 0 : 1);
 	}
@@ -366,20 +366,23 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	child_fail(c, e == ENOENT ? DSEC_EXEC_NOT_FOUND : DSEC_EXEC_CANNOT_RUN, &err);
 }
 
-/* The first child: born in (or moved into) the sandbox's cgroup, joins its namespaces, then
- * clones the command as a sibling (CLONE_PARENT) so the caller reaps it, and exits. */
+/* The command's process right after clone3: born in the sandbox's pid namespace (and, on v2,
+ * its cgroup); joins the cgroup (v1) and every other namespace of the holder. */
 __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 {
 	struct dsec_err err = {0};
-	pid_t pid;
 	int i;
 
+	/* Not dumpable while it holds host descriptors and, after dropping capabilities, looks
+	 * like any process of the sandbox: no ptrace, no /proc/PID/fd from inside. exec makes the
+	 * command dumpable again. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	for (i = 0; c->procs[i] >= 0; i++)
 		if (write(c->procs[i], "0", 1) < 0) {
 			dsec_err_sys(&err, "%s: join cgroup", c->t->sb.id);
 			child_fail(c, DSEC_EXEC_FAILED, &err);
 		}
-	if (setns(c->t->pidfd, c->t->nsflags) < 0) {
+	if (setns(c->t->pidfd, c->t->nsflags & ~CLONE_NEWPID) < 0) {
 		dsec_err_sys(&err, "%s: setns", c->t->sb.id);
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
@@ -391,15 +394,38 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 			child_fail(c, DSEC_EXEC_FAILED, &err);
 		}
 	}
-	pid = (pid_t)syscall(SYS_clone, CLONE_PARENT, 0, NULL, NULL, 0);
-	if (pid < 0) {
-		dsec_err_sys(&err, "%s: clone into the sandbox", c->t->sb.id);
-		child_fail(c, DSEC_EXEC_FAILED, &err);
+	child_command(c);
+}
+
+/* The signals this process ignores, looked up once: dsec-exec sets its dispositions before
+ * its first exec and keeps them. */
+static void ignored_signals(sigset_t *set)
+{
+	static sigset_t cached;
+	static int done;
+	int i;
+
+	if (!done) {
+		sigemptyset(&cached);
+		for (i = 1; i < NSIG; i++) {
+			struct sigaction sa;
+
+			if (sigaction(i, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+				sigaddset(&cached, i);
+		}
+		done = 1;
 	}
-	if (pid == 0)
-		child_command(c);
-	send_msg(c->sock, MSG_PID, 0, pid, NULL, -1);
-	_exit(0);
+	*set = cached;
+}
+
+/* Our own pid namespace, to go back to after cloning into a sandbox's. */
+static int own_pidns(void)
+{
+	static int fd = -1;
+
+	if (fd < 0)
+		fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	return fd;
 }
 
 /* ---- in the caller ---- */
@@ -479,12 +505,13 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	struct exec_ctx c = {.t = t, .s = spec, .last_cap = (int)cap_max_bits() - 1};
 	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
 	struct exec_msg m, got = {0};
-	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, ret = 0;
-	pid_t c1;
+	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0;
+	pid_t child;
 
 	memset(pr, 0, sizeof(*pr));
 	pr->pidfd = pr->ptm = -1;
 	pr->start_us = dsec_now_us();
+	ignored_signals(&c.ignored);
 	if (spec->killable && exec_cgroup_make(t, pr, err) < 0)
 		return DSEC_EXEC_FAILED;
 	if (t->sb.cg.version == 2) {
@@ -526,17 +553,33 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		goto fail;
 	}
 	c.sock = sv[1];
-	c1 = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-	if (c1 == 0) {
+	/* One clone, straight into the sandbox's pid namespace: setns(CLONE_NEWPID) changes only
+	 * where our children are born, and we go back to our own right after. */
+	if ((t->nsflags & CLONE_NEWPID) && (own_pidns() < 0 || setns(t->pidfd, CLONE_NEWPID) < 0)) {
+		dsec_err_sys(err, "%s: setns pid namespace", t->sb.id);
+		close(sv[0]);
+		close(sv[1]);
+		goto fail;
+	}
+	ca.flags |= CLONE_PIDFD;
+	ca.pidfd = (uint64_t)(uintptr_t)&pr->pidfd;
+	child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (child == 0) {
 		close(sv[0]);
 		child_enter(&c);
 	}
+	e = errno;
+	if ((t->nsflags & CLONE_NEWPID) && setns(own_pidns(), CLONE_NEWPID) < 0)
+		abort(); /* every later child would be born in the sandbox */
 	close(sv[1]);
-	if (c1 < 0) {
+	if (child < 0) {
+		errno = e;
 		dsec_err_sys(err, "%s: clone3", t->sb.id);
 		close(sv[0]);
+		pr->pidfd = -1;
 		goto fail;
 	}
+	pr->pid = child;
 	for (;;) {
 		char cbuf[CMSG_SPACE(sizeof(int))];
 		struct iovec iov = {&m, sizeof(m)};
@@ -561,26 +604,16 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 				else
 					close(fd);
 			}
-		if (len != (ssize_t)sizeof(m))
-			continue;
-		if (m.kind == MSG_PID)
-			pr->pid = m.pid;
-		else if (m.kind == MSG_ERR && !got.kind)
+		if (len == (ssize_t)sizeof(m) && m.kind == MSG_ERR && !got.kind)
 			got = m;
 	}
 	close(sv[0]);
-	while (waitpid(c1, &st, 0) < 0 && errno == EINTR)
-		;
 	if (got.kind == MSG_ERR) {
 		*err = got.err;
 		ret = got.stage;
-	} else if (pr->pid <= 0) {
-		ret =
-		    dsec_err_set(err, EIO, "%s: the entering child died (status %d)", t->sb.id, st);
-	} else {
-		pr->pidfd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
-		if (pr->pidfd < 0)
-			ret = dsec_err_sys(err, "%s: pidfd_open", t->sb.id);
+		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+		pr->reaped = 1;
 	}
 	if (cgfd >= 0 && cgfd != t->cgdir)
 		close(cgfd);
@@ -646,17 +679,24 @@ static int kill_v1(const char *cg, int freezer)
 
 int dsec_exec_kill(struct dsec_exec_proc *pr, struct dsec_err *err)
 {
-	int r = 0;
+	pid_t pids[1024];
+	int r = 0, k, i;
 
-	if (pr->cgver == 2 && write_str(pr->cg, "cgroup.kill", "1") < 0) {
-		pid_t pids[1024];
-		int k = read_pids(pr->cg, pids, 1024), i;
+	if (pr->cgver == 2) {
+		/* cgroup.kill (5.14+) acts at once but the tasks die after it returns: wait for the
+		 * cgroup to empty, killing again in case cgroup.kill is missing */
+		int have_kill = write_str(pr->cg, "cgroup.kill", "1") == 0;
 
-		for (i = 0; i < k; i++)
-			kill(pids[i], SIGKILL);
+		for (i = 0; i < 2000 && (k = read_pids(pr->cg, pids, 1024)) > 0; i++) {
+			if (!have_kill)
+				while (k-- > 0)
+					kill(pids[k], SIGKILL);
+			usleep(i < 20 ? 100 : 1000);
+		}
 	} else if (pr->cgver == 1 && kill_v1(pr->cg, pr->cgctrl == DSEC_CG_FREEZER) < 0) {
 		r = dsec_err_sys(err, "kill every process in '%s'", pr->cg);
 	}
+	pr->killed = 1;
 	if (!pr->reaped && pr->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, pr->pidfd, SIGKILL, NULL, 0);
 	return r;
@@ -696,7 +736,7 @@ void dsec_exec_release(struct dsec_exec_proc *pr)
 		 * sandbox's business now, like after `docker exec … sh -c 'cmd &'`. */
 		for (tries = 0; rmdir(pr->cg) < 0 && errno == EBUSY && tries < 100; tries++) {
 			pid_t pids[1024];
-			int k = read_pids(pr->cg, pids, 1024), i;
+			int k = pr->killed ? 0 : read_pids(pr->cg, pids, 1024), i;
 			char buf[16];
 
 			for (i = 0; i < k; i++) {
@@ -713,207 +753,4 @@ void dsec_exec_release(struct dsec_exec_proc *pr)
 	if (pr->ptm >= 0)
 		close(pr->ptm);
 	pr->pidfd = pr->ptm = -1;
-}
-
-/* ---- environment ---- */
-
-int dsec_env_set(struct dsec_env *e, const char *k, const char *v, struct dsec_err *err)
-{
-	size_t kl = strlen(k), i;
-	char *s;
-
-	if (!kl || strchr(k, '='))
-		return dsec_err_set(err, EINVAL, "environment name '%.64s' is not valid", k);
-	if (asprintf(&s, "%s=%s", k, v) < 0)
-		return dsec_err_set(err, ENOMEM, "environment");
-	for (i = 0; i < e->n; i++)
-		if (!strncmp(e->v[i], k, kl) && e->v[i][kl] == '=') {
-			free(e->v[i]);
-			e->v[i] = s;
-			return 0;
-		}
-	if (e->n + 2 > e->cap) {
-		size_t nc = e->cap ? e->cap * 2 : 16;
-		char **nv = realloc(e->v, nc * sizeof(*nv));
-
-		if (!nv) {
-			free(s);
-			return dsec_err_set(err, ENOMEM, "environment");
-		}
-		e->v = nv;
-		e->cap = nc;
-	}
-	e->v[e->n++] = s;
-	e->v[e->n] = NULL;
-	return 0;
-}
-
-int dsec_env_put(struct dsec_env *e, const char *kv, struct dsec_err *err)
-{
-	const char *eq = strchr(kv, '=');
-	char name[256];
-
-	if (!eq) {
-		const char *v = getenv(kv);
-
-		return v ? dsec_env_set(e, kv, v, err) : 0;
-	}
-	if (eq == kv || (size_t)(eq - kv) >= sizeof(name))
-		return dsec_err_set(err, EINVAL, "environment setting '%.64s' is not valid", kv);
-	memcpy(name, kv, (size_t)(eq - kv));
-	name[eq - kv] = '\0';
-	return dsec_env_set(e, name, eq + 1, err);
-}
-
-int dsec_env_init(struct dsec_env *e, const struct dsec_sandbox *sb, struct dsec_err *err)
-{
-	size_t i;
-	json_t *v;
-
-	memset(e, 0, sizeof(*e));
-	if (dsec_env_set(e, "PATH", DSEC_EXEC_PATH, err) < 0 ||
-	    dsec_env_set(e, "HOME", DSEC_EXEC_HOME, err) < 0)
-		return -1;
-	if (sb && sb->hostname[0] && dsec_env_set(e, "HOSTNAME", sb->hostname, err) < 0)
-		return -1;
-	if (sb && json_is_array(sb->env))
-		json_array_foreach(sb->env, i, v)
-		{
-			if (json_is_string(v) && dsec_env_put(e, json_string_value(v), err) < 0)
-				return -1;
-		}
-	return 0;
-}
-
-void dsec_env_free(struct dsec_env *e)
-{
-	size_t i;
-
-	for (i = 0; i < e->n; i++)
-		free(e->v[i]);
-	free(e->v);
-	memset(e, 0, sizeof(*e));
-}
-
-/* ---- capture ---- */
-
-int dsec_capture_read(struct dsec_capture *c, int fd, struct dsec_err *err)
-{
-	char sink[65536];
-	int budget;
-
-	/* A bounded number of reads per call, so one endless writer cannot starve the others. */
-	for (budget = 0; budget < 16; budget++) {
-		size_t room = c->len < c->max ? c->max - c->len : 0;
-		char *dst = sink;
-		size_t want = sizeof(sink);
-		ssize_t n;
-
-		if (room) {
-			if (c->cap - c->len < 65536 && c->cap < c->max) {
-				size_t nc = c->cap ? c->cap * 2 : 65536;
-				char *nb;
-
-				if (nc > c->max)
-					nc = c->max;
-				nb = realloc(c->buf, nc);
-				if (!nb)
-					return dsec_err_set(err, ENOMEM, "capture buffer");
-				c->buf = nb;
-				c->cap = nc;
-			}
-			dst = c->buf + c->len;
-			want = c->cap - c->len;
-		}
-		n = read(fd, dst, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 1;
-		if (n < 0)
-			return dsec_err_sys(err, "read output");
-		if (n == 0)
-			return 0;
-		if (dst == sink)
-			c->truncated = 1;
-		else
-			c->len += (size_t)n;
-	}
-	return 2;
-}
-
-void dsec_capture_free(struct dsec_capture *c)
-{
-	free(c->buf);
-	memset(c, 0, sizeof(*c));
-}
-
-json_t *dsec_utf8_json(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	char *out = malloc(len * 3 + 1);
-	size_t i = 0, o = 0;
-	json_t *j;
-
-	if (!out)
-		return NULL;
-	while (i < len) {
-		unsigned char b = p[i];
-		unsigned need, k;
-		unsigned char lo = 0x80, hi = 0xbf;
-
-		if (b < 0x80) {
-			out[o++] = (char)b;
-			i++;
-			continue;
-		}
-		if (b >= 0xc2 && b <= 0xdf)
-			need = 1;
-		else if (b >= 0xe0 && b <= 0xef) {
-			need = 2;
-			if (b == 0xe0)
-				lo = 0xa0;
-			else if (b == 0xed)
-				hi = 0x9f;
-		} else if (b >= 0xf0 && b <= 0xf4) {
-			need = 3;
-			if (b == 0xf0)
-				lo = 0x90;
-			else if (b == 0xf4)
-				hi = 0x8f;
-		} else
-			need = 0;
-		for (k = 1; need && k <= need; k++) {
-			unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xbf;
-
-			if (i + k >= len || p[i + k] < l || p[i + k] > h)
-				break;
-		}
-		if (need && k > need) {
-			memcpy(out + o, p + i, need + 1);
-			o += need + 1;
-			i += need + 1;
-		} else {
-			memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD for the maximal subpart */
-			o += 3;
-			i += need ? k : 1;
-		}
-	}
-	j = json_stringn_nocheck(out, o);
-	free(out);
-	return j;
-}
-
-const char *dsec_signame(int sig)
-{
-	static char buf[32];
-	const char *a = sig > 0 && sig < NSIG ? sigabbrev_np(sig) : NULL;
-
-	if (a)
-		snprintf(buf, sizeof(buf), "SIG%s", a);
-	else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
-		snprintf(buf, sizeof(buf), "SIGRTMIN+%d", sig - SIGRTMIN);
-	else
-		snprintf(buf, sizeof(buf), "SIG%d", sig);
-	return buf;
 }

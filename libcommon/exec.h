@@ -1,8 +1,10 @@
 /* Running a command inside a sandbox. Exec enters, it does not ask: nothing in the sandbox is
- * talked to or trusted. The caller forks a child that joins the holder's cgroup (clone3
- * CLONE_INTO_CGROUP on v2, cgroup.procs on v1) and its namespaces (setns on the holder's pidfd),
- * then clones the command with CLONE_PARENT, so the command lives in the sandbox's pid namespace
- * and is still the caller's own child: wait4() gives its status and rusage. Before exec the
+ * talked to or trusted. The caller points the pid namespace of its future children at the
+ * holder's (setns(pidfd, CLONE_NEWPID)), clone3s the command straight into it (and on v2 into
+ * the cgroup: CLONE_INTO_CGROUP), and goes back to its own; the command's process joins the
+ * cgroup (v1: cgroup.procs) and every other namespace of the holder at once (setns on the
+ * holder's pidfd). One clone per exec, and the command is the caller's own child: wait4() gives
+ * its status and rusage. Before exec the
  * command's process closes every inherited descriptor, resets signals, sets no_new_privs and
  * drops capabilities to dsec's default set. Setup errors come back whole (struct dsec_err) over a
  * CLOEXEC socket, the crun way.
@@ -75,11 +77,12 @@ struct dsec_exec_proc {
 	char cg[DSEC_CG_PATH_MAX + 40]; /* its dir */
 	char cgpar[DSEC_CG_PATH_MAX];   /* the sandbox cgroup it sits in (same hierarchy) */
 	int reaped;
+	int killed; /* dsec_exec_kill ran: nothing is moved out of its cgroup */
 };
 
 /* Start spec in t. On success fills pr and returns 0: the command runs (its exec succeeded).
  * Otherwise DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND with err set; nothing is left running.
- * Forks; the caller must be single-threaded and must not ignore SIGCHLD. */
+ * Forks; the caller must be single-threaded, have 0, 1 and 2 open and not ignore SIGCHLD. */
 int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spec,
 		    struct dsec_exec_proc *pr, struct dsec_err *err);
 

@@ -588,6 +588,7 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 	const char *ml = getenv("DSEC_MAX_LINE");
 	unsigned i;
 	long ret;
+	int inflags;
 
 	L.max_line = ml && *ml ? strtoul(ml, NULL, 10) : DSEC_JSONL_MAX_LINE_DEFAULT;
 	if (!L.max_line)
@@ -596,13 +597,17 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 	L.cache = calloc(L.ncache, sizeof(*L.cache));
 	L.jobs = calloc(o->jobs, sizeof(*L.jobs));
 	pf = calloc(o->jobs * 4 + 1, sizeof(*pf));
+	inflags = -1;
 	if (!L.cache || !L.jobs || !pf) {
 		ret = dsec_err_set(err, ENOMEM, "job table");
 		goto out;
 	}
 	for (i = 0; i < o->jobs; i++)
 		L.jobs[i].out = L.jobs[i].errfd = L.jobs[i].in = -1;
-	fcntl(infd, F_SETFL, fcntl(infd, F_GETFL) | O_NONBLOCK);
+	/* The open file description may be shared with the writer's side of a shell: put the
+	 * flags back at the end. */
+	inflags = fcntl(infd, F_GETFL);
+	fcntl(infd, F_SETFL, inflags | O_NONBLOCK);
 	for (;;) {
 		uint64_t now, next = 0;
 		int tmo = -1, n;
@@ -676,6 +681,8 @@ fatal:
 	ret = -1;
 	kill_all(&L);
 out:
+	if (inflags >= 0)
+		fcntl(infd, F_SETFL, inflags);
 	for (i = 0; i < L.ndone; i++)
 		json_decref(L.done[i].rec);
 	for (i = 0; L.cache && i < L.ncache; i++)

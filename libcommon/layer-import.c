@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "erofs.h"
 #include "layer-int.h"
 #include "oci.h"
 
@@ -53,66 +54,6 @@ struct pipeline {
 	uint64_t t0, last;
 	uint64_t *files;
 };
-
-int dsec_layer_clean_staging(const struct dsec_paths *p, struct dsec_err *err)
-{
-	char dir[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-	int n = 0, dfd;
-
-	if (dsec_store_path(p, dir, "tmp") < 0)
-		return dsec_err_sys(err, "tmp");
-	d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 : dsec_err_sys(err, "open '%s'", dir);
-	dfd = dirfd(d);
-	while ((de = readdir(d))) {
-		size_t l = strlen(de->d_name);
-		char stem[NAME_MAX + 1];
-		int fd;
-
-		if (strncmp(de->d_name, "import-", 7) || l < 6 ||
-		    strcmp(de->d_name + l - 5, ".lock"))
-			continue;
-		fd = openat(dfd, de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0)
-			continue;
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			snprintf(stem, sizeof(stem), "%.*s", (int)(l - 5), de->d_name);
-			if (dsec_rmtree_at(dfd, stem, err) == 0) {
-				unlinkat(dfd, de->d_name, 0);
-				n++;
-			}
-		}
-		close(fd);
-	}
-	/* dirs whose lock is gone: a janitor died between removing the two, or rm leftovers */
-	rewinddir(d);
-	while ((de = readdir(d))) {
-		char lock[NAME_MAX + 8];
-
-		if (strncmp(de->d_name, "import-", 7) && strncmp(de->d_name, "rm-", 3))
-			continue;
-		if (strstr(de->d_name, ".lock"))
-			continue;
-		if (!strncmp(de->d_name, "rm-", 3)) {
-			/* rm-<pid>-…: removal interrupted when pid is gone */
-			int pid = atoi(de->d_name + 3);
-
-			if (pid > 0 && kill(pid, 0) == 0)
-				continue;
-		} else {
-			snprintf(lock, sizeof(lock), "%s.lock", de->d_name);
-			if (faccessat(dfd, lock, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-				continue;
-		}
-		if (dsec_rmtree_at(dfd, de->d_name, err) == 0)
-			n++;
-	}
-	closedir(d);
-	return n;
-}
 
 /* Unmount the tmpfs holding tree/ (freeing it) and remove the mount point. */
 static void stage_drop_tmpfs(struct stage *st)
@@ -407,8 +348,8 @@ static int run_wait(const char *what, pid_t pid, struct dsec_err *err)
 	return dsec_err_set(err, EIO, "%s: exit status %d", what, WEXITSTATUS(status));
 }
 
-/* Build layer.erofs from tree/. Returns 0, 1 when mkfs.erofs is missing, -1 on failure. */
-static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
+/* Build layer.erofs from tree/ with mkfs.erofs. 0, 1 when it is missing, -1 on failure. */
+static int run_mkfs_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 {
 	char img[PATH_MAX], tree[PATH_MAX];
 	char a0[] = "mkfs.erofs", a1[] = "--quiet", a2[] = "--preserve-mtime", a3[] = "-x-1";
@@ -420,8 +361,7 @@ static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 
 	snprintf(img, sizeof(img), "%s/layer/layer.erofs", st->dir);
 	snprintf(tree, sizeof(tree), "%s/layer/tree", st->dir);
-	uint64_t t0 = dsec_now_us();
-
+	unlink(img);
 	r = posix_spawnp(&pid, "mkfs.erofs", NULL, NULL, argv, environ);
 	if (r == ENOENT)
 		return 1;
@@ -429,8 +369,35 @@ static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 		errno = r;
 		return dsec_err_sys(err, "run mkfs.erofs");
 	}
-	r = run_wait("mkfs.erofs", pid, err);
-	dsec_infox("mkfs.erofs: %llu ms", (unsigned long long)(dsec_now_us() - t0) / 1000);
+	return run_wait("mkfs.erofs", pid, err);
+}
+
+/* Build layer.erofs from tree/: with our own writer (erofs.c), or with mkfs.erofs when
+ * $DSEC_LAYER_MKFS is "mkfs.erofs" or our writer failed. 0, 1 when no way is left, -1. */
+static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
+{
+	const char *how = getenv("DSEC_LAYER_MKFS");
+	uint64_t t0 = dsec_now_us();
+	int r, tfd, ofd;
+
+	if (how && !strcmp(how, "mkfs.erofs")) {
+		r = run_mkfs_erofs(st, xattrs, err);
+		dsec_infox("mkfs.erofs: %llu ms", (unsigned long long)(dsec_now_us() - t0) / 1000);
+		return r;
+	}
+	tfd = openat(st->layer_fd, "tree", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ofd = openat(st->layer_fd, "layer.erofs", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	r = tfd < 0 || ofd < 0 ? dsec_err_sys(err, "open tree or image")
+			       : dsec_erofs_build(tfd, ofd, xattrs, err);
+	if (tfd >= 0)
+		close(tfd);
+	if (ofd >= 0)
+		close(ofd);
+	dsec_infox("EROFS image: %llu ms", (unsigned long long)(dsec_now_us() - t0) / 1000);
+	if (r < 0) {
+		dsec_warnx("building the EROFS image: %s; trying mkfs.erofs", err->msg);
+		r = run_mkfs_erofs(st, xattrs, err);
+	}
 	return r;
 }
 
@@ -608,7 +575,12 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 			goto out_pl;
 		if (r == 1 || !erofs_mounts(&st)) {
 			dsec_infox("sha256:%s: EROFS %s, keeping an unpacked tree", hex,
-				   r == 1 ? "mkfs.erofs missing" : "does not mount here");
+				   r == 1 ? "cannot be built" : "does not mount here");
+			if (st.tmpfs) {
+				/* the tree must live on disk: the caller imports again there */
+				dsec_err_set(err, EAGAIN, "EROFS unusable, staging on disk");
+				goto out_pl;
+			}
 			unlinkat(st.layer_fd, "layer.erofs", 0);
 			dirfmt = 1;
 		} else if (st.tmpfs) {
@@ -654,9 +626,14 @@ int dsec_layer_import_fd(const struct dsec_paths *p, const struct dsec_import_op
 	if (how && !strcmp(how, "disk"))
 		tmpfs = 0;
 	rc = import_once(p, o, fd, detect, tmpfs, cb, arg, err);
-	if (rc < 0 && tmpfs && err->errnum == ENOSPC && lseek(fd, start, SEEK_SET) == start) {
-		dsec_infox("staging tmpfs full, importing again on disk");
-		rc = import_once(p, o, fd, detect, 0, cb, arg, err);
+	if (rc < 0 && tmpfs && (err->errnum == ENOSPC || err->errnum == EAGAIN) &&
+	    lseek(fd, start, SEEK_SET) == start) {
+		struct dsec_import_opts o2 = *o;
+
+		o2.format_dir = err->errnum == EAGAIN;
+		dsec_infox("%s, importing again on disk",
+			   err->errnum == EAGAIN ? "EROFS unusable" : "staging tmpfs full");
+		rc = import_once(p, &o2, fd, detect, 0, cb, arg, err);
 	}
 	return rc;
 }
@@ -667,8 +644,10 @@ int dsec_layer_import(const struct dsec_paths *p, const struct dsec_import_opts 
 	struct stat sb;
 	int fd, rc;
 
-	if (!strcmp(path, "-"))
-		return dsec_layer_import_fd(p, o, STDIN_FILENO, 1, cb, arg, err);
+	if (!strcmp(path, "-")) {
+		rc = dsec_layer_import_fd(p, o, STDIN_FILENO, 1, cb, arg, err);
+		return rc < 0 ? dsec_err_wrap(err, "<stdin>") : rc;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return dsec_err_sys(err, "'%s'", path);

@@ -414,8 +414,11 @@ static int make_dir(struct dsec_extract *x, const char *path, struct dsec_err *e
 	return fd;
 }
 
-static int make_whiteout(struct dsec_extract *x, const char *path, struct dsec_err *err)
+/* The whiteout takes the entry's mtime, so the same archive gives the same image. */
+static int make_whiteout(struct dsec_extract *x, const char *path, struct archive_entry *e,
+			 struct dsec_err *err)
 {
+	struct timespec ts[2];
 	const char *base;
 	int pfd = parent_of(x, path, &base, err);
 
@@ -427,6 +430,8 @@ static int make_whiteout(struct dsec_extract *x, const char *path, struct dsec_e
 		if (clear_way(pfd, base, path, 0, err) < 0)
 			return -1;
 	}
+	entry_times(e, ts);
+	utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
 	return 0;
 }
 
@@ -543,7 +548,7 @@ int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct d
 	if (wh == DSEC_WH_OPAQUE)
 		return make_opaque(x, target, err);
 	if (wh == DSEC_WH_FILE)
-		return make_whiteout(x, target, err);
+		return make_whiteout(x, target, e, err);
 	if (type == AE_IFDIR && !hl) {
 		fd = make_dir(x, path, err);
 		if (fd < 0)
@@ -571,7 +576,7 @@ int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct d
 		return extract_symlink(x, pfd, base, path, e, err);
 	case AE_IFCHR:
 		if (archive_entry_rdev(e) == 0)
-			return make_whiteout(x, path, err);
+			return make_whiteout(x, path, e, err);
 		/* fall through */
 	default:
 		/* device nodes, fifos, sockets: a rootfs needs none (the runtime provides /dev) */

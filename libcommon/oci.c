@@ -179,7 +179,9 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 	struct collect c = {.cb = cb, .arg = arg};
 	json_t *top = NULL, *man = NULL, *layers, *v, *rec = NULL;
 	char path[PATH_MAX], name[DSEC_NAME_MAX + 1] = "";
-	const char *tag = NULL;
+	const char *tag = NULL, *cfg_path = NULL;
+	char cfgbuf[PATH_MAX];
+	json_t *cfg = NULL, *diff_ids;
 	size_t i, n;
 	int rc = -1;
 
@@ -191,6 +193,7 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 				   json_array_size(top));
 		tag = json_string_value(json_array_get(json_object_get(man, "RepoTags"), 0));
 		layers = json_object_get(man, "Layers");
+		cfg_path = json_string_value(json_object_get(man, "Config"));
 	} else {
 		json_t *desc;
 		int depth = 0;
@@ -226,6 +229,10 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 			desc = pick(json_object_get(man, "manifests"));
 		}
 		layers = json_object_get(man, "layers");
+		if (blob_path(json_string_value(
+				  json_object_get(json_object_get(man, "config"), "digest")),
+			      cfgbuf, sizeof(cfgbuf), NULL) == 0)
+			cfg_path = cfgbuf;
 	}
 	if (!json_is_array(layers) || !(n = json_array_size(layers)) || n > DSEC_MAX_LAYERS) {
 		dsec_err_set(err, EINVAL, "%s: no layers or more than %d",
@@ -267,11 +274,32 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		}
 		rc = -1;
 	}
+	/* the config's diff ids are our layer ids: a mismatch means the archive was altered */
+	if (cfg_path && (cfg = read_json(dirfd, cfg_path, NULL)) &&
+	    json_is_array(diff_ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"))) {
+		if (json_array_size(diff_ids) != c.n) {
+			dsec_err_set(err, EINVAL, "config lists %zu diff ids for %u layers",
+				     json_array_size(diff_ids), c.n);
+			goto out;
+		}
+		for (i = 0; i < c.n; i++) {
+			const char *want = json_string_value(json_array_get(diff_ids, i));
+
+			if (!want || strcmp(want, c.ids[i])) {
+				dsec_err_set(err, EINVAL, "layer %zu is %s, the config says %s", i,
+					     c.ids[i], want ? want : "(none)");
+				goto out;
+			}
+		}
+	} else {
+		dsec_warnx("no config with diff ids: layer contents not verified");
+	}
 	if (dsec_store_compose(p, name, c.ids, c.n, &rec, err) < 0)
 		goto out;
 	json_object_set_new(rec, "node", json_string(dsec_node()));
 	rc = cb ? cb(rec, arg, err) : 0;
 out:
+	json_decref(cfg);
 	json_decref(rec);
 	json_decref(man);
 	json_decref(top);
@@ -312,7 +340,7 @@ static int str_cmp(const void *x, const void *y)
 /* xattr names of fd, sorted, into w->e */
 static void tw_xattrs(struct tw *w, int fd)
 {
-	char names[65536], *list[1024];
+	char names[65536], *list[1024] = {NULL};
 	ssize_t len = flistxattr(fd, names, sizeof(names));
 	size_t n = 0;
 
@@ -345,13 +373,16 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 	archive_entry_set_gid(e, st.st_gid);
 	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 	if (S_ISLNK(st.st_mode)) {
-		char target[PATH_MAX];
-		ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+		char *target = malloc(PATH_MAX); /* off the stack: this recurses per level */
+		ssize_t n = target ? readlinkat(dfd, name, target, PATH_MAX - 1) : -1;
 
-		if (n < 0)
+		if (n < 0) {
+			free(target);
 			return dsec_err_sys(w->err, "'%s': readlink", rel);
+		}
 		target[n] = '\0';
 		archive_entry_copy_symlink(e, target);
+		free(target);
 	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
 		archive_entry_set_rdev(e, st.st_rdev);
 	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
@@ -429,13 +460,16 @@ static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
 		names[n++] = strdup(de->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), str_cmp);
-	for (size_t i = 0; i < n; i++) {
-		char path[PATH_MAX];
+	if (n)
+		qsort(names, n, sizeof(*names), str_cmp);
+	char *path = malloc(PATH_MAX); /* off the stack: this recurses per level */
 
+	if (!path)
+		rc = dsec_err_set(w->err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
 		if (rc == 0) {
-			if (snprintf(path, sizeof(path), "%s%s%s", strcmp(rel, "./") ? rel : "",
-				     strcmp(rel, "./") ? "/" : "", names[i]) >= (int)sizeof(path))
+			if (snprintf(path, PATH_MAX, "%s%s%s", strcmp(rel, "./") ? rel : "",
+				     strcmp(rel, "./") ? "/" : "", names[i]) >= PATH_MAX)
 				rc = dsec_err_set(w->err, ENAMETOOLONG, "'%s/%s': too long", rel,
 						  names[i]);
 			else
@@ -443,6 +477,7 @@ static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
 		}
 		free(names[i]);
 	}
+	free(path);
 	free(names);
 	return rc;
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
-#include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -23,7 +23,8 @@
 #include "pool.h"
 
 #define STATE_FILE "sandbox.json"
-#define PENDING_FILE "pending"
+#define STATE_MODE 0600
+#define STATE_PENDING_MODE 0400
 #define STATE_MAX (1 << 20)
 
 /* clone3's argument, declared here: <linux/sched.h> clashes with <sched.h>. */
@@ -253,7 +254,7 @@ int dsec_sandbox_save(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		size_t n = strlen(s);
 
 		s[n] = '\n';
-		rc = dsec_write_atomic(dfd, STATE_FILE, s, n + 1, 0600, 0, err);
+		rc = dsec_write_atomic(dfd, STATE_FILE, s, n + 1, STATE_MODE, 0, err);
 		close(dfd);
 	}
 	free(s);
@@ -413,42 +414,68 @@ static int resolve_image(const struct dsec_paths *p, const char *name, struct ds
 
 static int cached_template = -1;
 
-/* The sandbox's first process: build the rootfs, report, wait for the go, become the holder. */
-__attribute__((noreturn)) static void child_main(const struct dsec_rootfs_spec *spec, int sock,
-						 int wait_attach, int hfd, const char *id)
-{
-	struct dsec_err err = {0};
-	char c;
-	int fd;
-	char *const argv[] = {(char *)"dsec-holder", (char *)id, NULL};
-	char *const envp[] = {NULL};
+/* What the sandbox's first process gets. It shares our memory (CLONE_VM) and we sleep until it
+ * execs the holder or dies (CLONE_VFORK), so it writes its error straight into err. */
+struct child_arg {
+	const struct dsec_rootfs_spec *spec;
+	const struct dsec_sandbox *sb;
+	int hfd;
+	struct dsec_err err;
+};
 
-	/* the OOM killer picks the sandbox's processes, never the holder that owns it */
+/* The sandbox's first process: join the cgroup, build the rootfs, exec the holder. Runs on its
+ * own stack in our address space: no allocation, nothing but syscalls and snprintf. Once it
+ * is in the sandbox's cgroup, dsec-reap --orphans finds it even if we die before writing the
+ * state file; before that, the death signal takes it with us. */
+static int child_main(void *argp)
+{
+	struct child_arg *a = argp;
+	struct dsec_err *err = &a->err;
+	char *const argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL};
+	char *const envp[] = {NULL};
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* before anything else, so that its cgroup namespace is rooted there (v2 as v1: clone3's
+	 * CLONE_INTO_CGROUP would need a clone3 wrapper for a child on its own stack) */
+	if (dsec_cgroup_attach(a->sb, 0, err) < 0)
+		goto fail;
+	/* the OOM killer should take the sandbox's processes, not the holder that owns it (needs
+	 * CAP_SYS_RESOURCE; without it the holder is merely the smallest process there) */
 	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		if (write(fd, "-1000", 5) < 0)
 			(void)0;
 		close(fd);
 	}
-	/* on v1 the parent moves us into the cgroup first: our cgroup namespace starts there */
-	if (wait_attach && read(sock, &c, 1) != 1)
-		_exit(1);
-	if (dsec_rootfs_setup(spec, &err) < 0) {
-		if (write(sock, &err, sizeof(err)) < 0)
-			(void)0;
-		_exit(1);
-	}
-	if (write(sock, &err, sizeof(err)) != sizeof(err))
-		_exit(1);
-	/* the parent writes the state file, then says go; if it dies first we go too */
-	if (read(sock, &c, 1) != 1)
-		_exit(1);
+	if (dsec_rootfs_setup(a->spec, err) < 0)
+		goto fail;
 	syscall(SYS_close_range, 0U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
-	syscall(SYS_execveat, hfd, "", argv, envp, AT_EMPTY_PATH);
-	dsec_err_sys(&err, "exec holder");
-	if (write(sock, &err, sizeof(err)) < 0)
-		(void)0;
+	prctl(PR_SET_PDEATHSIG, 0);
+	syscall(SYS_execveat, a->hfd, "", argv, envp, AT_EMPTY_PATH);
+	dsec_err_sys(err, "exec holder");
+fail:
+	if (!err->errnum)
+		err->errnum = EIO;
 	_exit(127);
+}
+
+/* The child's stack, reused for every sandbox (one child at a time: we sleep while it runs). */
+static void *child_stack(struct dsec_err *err)
+{
+	static void *stack;
+	const size_t size = 256 << 10;
+
+	if (!stack) {
+		stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (stack == MAP_FAILED) {
+			stack = NULL;
+			dsec_err_sys(err, "mmap child stack");
+			return NULL;
+		}
+	}
+	return (char *)stack + size;
 }
 
 static void reap_children(void)
@@ -457,17 +484,64 @@ static void reap_children(void)
 		;
 }
 
+/* Publish the state: written in a private dir, the dir renamed into place, so readers see a
+ * sandbox complete or not at all. The file's mode says "pending" (0400) until commit (0600). */
+static int publish_state(const struct dsec_paths *p, const struct dsec_sandbox *sb,
+			 struct dsec_err *err)
+{
+	char tmp[PATH_MAX], file[PATH_MAX + 32], *s;
+	json_t *o = dsec_sandbox_to_json(sb);
+	size_t n;
+	int fd, rc = -1;
+
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s)
+		return dsec_err_set(err, ENOMEM, "encode state");
+	snprintf(tmp, sizeof(tmp), "%s/sandboxes/.tmp-%s", p->run, sb->id);
+	if (mkdir(tmp, 0700) < 0) {
+		char dir[PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
+		if (errno != ENOENT || dsec_mkdir_p(dir, 0700, err) < 0 || mkdir(tmp, 0700) < 0) {
+			dsec_err_sys(err, "mkdir '%s'", tmp);
+			goto out;
+		}
+	}
+	snprintf(file, sizeof(file), "%s/" STATE_FILE, tmp);
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, STATE_PENDING_MODE);
+	if (fd < 0) {
+		dsec_err_sys(err, "create '%s'", file);
+		goto out;
+	}
+	n = strlen(s);
+	s[n] = '\n';
+	if (write(fd, s, n + 1) != (ssize_t)(n + 1)) {
+		dsec_err_sys(err, "write '%s'", file);
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, sb->dir) < 0) {
+		dsec_err_sys(err, "rename '%s'", tmp);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		dsec_rmtree(tmp, NULL);
+	free(s);
+	return rc;
+}
+
 int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	static struct dsec_rootfs_spec spec;
-	struct clone_args_v2 ca = {0};
-	struct dsec_err cerr;
-	int sv[2] = {-1, -1}, pidfd = -1, cgfd = -1, hfd, made_cg = 0;
-	pid_t pid = -1;
-	char pending[PATH_MAX + 16];
-	ssize_t r;
-
+	static struct child_arg arg;
 	uint64_t t0 = dsec_now_us(), t[8] = {0};
+	int pidfd = -1, hfd, flags;
+	void *stack;
+	pid_t pid = -1;
 #define T(i) (t[i] = dsec_verbose > 1 ? dsec_now_us() : 0)
 
 	reap_children();
@@ -483,7 +557,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	snprintf(sb->node, sizeof(sb->node), "%s", dsec_node());
 	if (!sb->hostname[0])
 		snprintf(sb->hostname, sizeof(sb->hostname), "%s", sb->id);
-	if ((hfd = holder_fd(err)) < 0)
+	if ((hfd = holder_fd(err)) < 0 || !(stack = child_stack(err)))
 		return -1;
 	if (cached_template < 0 && (cached_template = dsec_template_open(p, err)) < 0)
 		return -1;
@@ -495,102 +569,49 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	spec.disk = sb->limits.disk ? sb->limits.disk : DSEC_DEFAULT_DISK;
 	spec.hostname = sb->hostname;
 	spec.loopback = sb->net == DSEC_NET_NONE;
-
-	T(0);
 	if (dsec_cgroup_paths(p, sb, err) < 0)
 		return -1;
-	/* the state dir first: from here a crash leaves something dsec-reap --orphans finds */
-	if (dsec_mkdir_p(sb->dir, 0700, err) < 0)
-		return -1;
-	snprintf(pending, sizeof(pending), "%s/" PENDING_FILE, sb->dir);
-	r = open(pending, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (r < 0) {
-		dsec_err_sys(err, "create '%s'", pending);
-		goto fail;
-	}
-	close((int)r);
-	T(1);
+	T(0);
+	/* the cgroup first: from here a crash leaves something dsec-reap --orphans finds */
 	if (dsec_cgroup_create(sb, err) < 0)
-		goto fail;
-	made_cg = 1;
-	T(2);
-	if (sb->cg.version == 2 && (cgfd = dsec_cgroup_open(sb, err)) < 0)
-		goto fail;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-		dsec_err_sys(err, "socketpair");
-		goto fail;
-	}
-	ca.flags = CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD;
+		return dsec_err_wrap(err, "%s", sb->id);
+	T(1);
+	memset(&arg, 0, sizeof(arg));
+	arg.spec = &spec;
+	arg.sb = sb;
+	arg.hfd = hfd;
+	flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD |
+		SIGCHLD;
 	if (sb->net == DSEC_NET_NONE)
-		ca.flags |= CLONE_NEWNET;
-	if (cgfd >= 0) {
-		ca.flags |= CLONE_INTO_CGROUP;
-		ca.cgroup = (uint64_t)cgfd;
-	}
-	ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
-	ca.exit_signal = SIGCHLD;
-	fflush(NULL);
-	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-	T(3);
+		flags |= CLONE_NEWNET;
+	/* CLONE_VM | CLONE_VFORK as posix_spawn does: no copy of our page tables, which on a
+	 * virtual machine costs more than the rest of the spawn */
+	pid = clone(child_main, stack, flags, &arg, &pidfd);
+	T(2);
 	if (pid < 0) {
-		dsec_err_sys(err, "clone3");
+		dsec_err_sys(err, "clone");
 		goto fail;
 	}
-	if (pid == 0) {
-		close(sv[0]);
-		child_main(&spec, sv[1], cgfd < 0, hfd, sb->id);
-	}
-	close(sv[1]);
-	sv[1] = -1;
-	if (cgfd >= 0) {
-		close(cgfd);
-		cgfd = -1;
-	} else {
-		if (dsec_cgroup_attach(sb, pid, err) < 0)
-			goto fail;
-		if (write(sv[0], "a", 1) != 1) {
-			dsec_err_sys(err, "start sandbox");
-			goto fail;
-		}
-	}
-	T(4);
-	r = read(sv[0], &cerr, sizeof(cerr));
-	T(5);
-	if (r != sizeof(cerr)) {
-		dsec_err_set(err, EIO, "sandbox setup died");
-		goto fail;
-	}
-	if (cerr.errnum || cerr.msg[0]) {
-		*err = cerr;
+	if (arg.err.errnum) {
+		*err = arg.err;
 		goto fail;
 	}
 	sb->holder_pid = pid;
 	sb->holder_start = dsec_proc_start_time(pid);
 	sb->created_us = dsec_wall_us();
-	if (dsec_sandbox_save(p, sb, err) < 0)
-		goto fail;
-	T(6);
-	if (write(sv[0], "g", 1) != 1) {
-		dsec_err_sys(err, "start holder");
+	if (!dsec_sandbox_alive(sb)) {
+		dsec_err_set(err, EIO, "holder died at start");
 		goto fail;
 	}
-	/* end of file: the exec closed the child's end */
-	r = read(sv[0], &cerr, sizeof(cerr));
-	if (r == sizeof(cerr)) {
-		*err = cerr;
+	if (publish_state(p, sb, err) < 0)
 		goto fail;
-	}
-	close(sv[0]);
+	T(3);
 	close(pidfd);
-	T(7);
 	if (dsec_verbose > 1)
-		dsec_infox(
-		    "%s: µs: prepare %llu, state dir %llu, cgroup %llu, clone %llu, attach %llu, "
-		    "rootfs %llu, save %llu, exec %llu",
-		    sb->id, (unsigned long long)(t[0] - t0), (unsigned long long)(t[1] - t[0]),
-		    (unsigned long long)(t[2] - t[1]), (unsigned long long)(t[3] - t[2]),
-		    (unsigned long long)(t[4] - t[3]), (unsigned long long)(t[5] - t[4]),
-		    (unsigned long long)(t[6] - t[5]), (unsigned long long)(t[7] - t[6]));
+		dsec_infox("%s: µs: prepare %llu, cgroup %llu, clone+rootfs+exec %llu, state %llu",
+			   sb->id, (unsigned long long)(t[0] - t0),
+			   (unsigned long long)(t[1] - t[0]), (unsigned long long)(t[2] - t[1]),
+			   (unsigned long long)(t[3] - t[2]));
 	return 0;
 fail:
 	dsec_err_wrap(err, "%s", sb->id);
@@ -601,28 +622,30 @@ fail:
 	if (pid > 0)
 		while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
 			;
-	if (sv[0] >= 0)
-		close(sv[0]);
-	if (sv[1] >= 0)
-		close(sv[1]);
-	if (cgfd >= 0)
-		close(cgfd);
-	if (made_cg) {
-		dsec_cgroup_kill(sb, NULL);
-		dsec_cgroup_remove(sb, NULL);
-	}
-	dsec_rmtree(sb->dir, NULL);
+	dsec_cgroup_kill(sb, NULL);
+	dsec_cgroup_remove(sb, NULL);
 	return -1;
+#undef T
 }
 
 int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err)
 {
-	char pending[PATH_MAX + 16];
+	char file[PATH_MAX + 32];
 
-	snprintf(pending, sizeof(pending), "%s/" PENDING_FILE, sb->dir);
-	if (unlink(pending) < 0 && errno != ENOENT)
-		return dsec_err_sys(err, "%s: remove '%s'", sb->id, pending);
+	snprintf(file, sizeof(file), "%s/" STATE_FILE, sb->dir);
+	if (chmod(file, STATE_MODE) < 0)
+		return dsec_err_sys(err, "%s: commit '%s'", sb->id, file);
 	return 0;
+}
+
+/* Was the sandbox never handed out (its creator died between creating it and printing it)? */
+static int state_pending(const struct dsec_paths *p, const char *id)
+{
+	char file[PATH_MAX + 32];
+	struct stat st;
+
+	snprintf(file, sizeof(file), "%s/sandboxes/%s/" STATE_FILE, p->run, id);
+	return lstat(file, &st) == 0 && (st.st_mode & 07777) == STATE_PENDING_MODE;
 }
 
 int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
@@ -714,14 +737,12 @@ static int orphan_state(const char *id, void *ctx)
 	struct orphan_ctx *o = ctx;
 	struct dsec_sandbox sb;
 	struct dsec_err e;
-	char pending[PATH_MAX + 16];
 	int orphan;
 
-	snprintf(pending, sizeof(pending), "%s/sandboxes/%s/" PENDING_FILE, o->p->run, id);
 	if (dsec_sandbox_load(o->p, id, &sb, &e) < 0)
 		return orphan_remove(o, id);
 	/* pending: created, but the spawn died before it handed the sandbox out */
-	orphan = !dsec_sandbox_alive(&sb) || access(pending, F_OK) == 0;
+	orphan = !dsec_sandbox_alive(&sb) || state_pending(o->p, id);
 	dsec_sandbox_free(&sb);
 	return orphan ? orphan_remove(o, id) : 0;
 }
@@ -739,10 +760,29 @@ static int orphan_cgroup(const char *name, void *ctx)
 	return orphan_remove(o, name);
 }
 
+/* State dirs a spawn was still writing when it died. */
+static void remove_tmp_dirs(const struct dsec_paths *p)
+{
+	char dir[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, ".tmp-", 5))
+			dsec_rmtree_at(dirfd(d), e->d_name, NULL);
+	closedir(d);
+}
+
 int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
 			 struct dsec_err *err)
 {
 	struct orphan_ctx o = {.p = p, .fn = fn, .ctx = ctx, .err = err};
+
+	remove_tmp_dirs(p);
 
 	if (dsec_sandbox_foreach(p, orphan_state, &o, err) < 0)
 		return -1;

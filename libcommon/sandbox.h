@@ -2,8 +2,12 @@
  *
  * No daemon: a sandbox is its holder process plus one state dir under the run dir:
  *
- *   $DSEC_RUN/sandboxes/<id>/sandbox.json   the record below, written tmp+rename, never edited in
- *                                           place; readers see the old file or the new one
+ *   $DSEC_RUN/sandboxes/<id>/sandbox.json   the record below; first published by writing it in
+ *                                           sandboxes/.tmp-<id>/ and renaming that dir, later
+ *                                           replaced tmp+rename, never edited in place: readers
+ *                                           see a whole file or none. Mode 0400 while the
+ *                                           sandbox is pending (created, record not yet printed),
+ *                                           0600 once handed out (dsec_sandbox_commit)
  *   $DSEC_RUN/template/mnt                  bind mount of the template mount namespace (nsfs)
  *   $DSEC_RUN/template/layers/<hex>         marker: layer <hex> is mounted in the template
  *   $DSEC_RUN/lock                          flock: shared by dsec-spawn while it creates
@@ -144,8 +148,8 @@ int dsec_sandbox_nsflags(const struct dsec_sandbox *sb);
  * shared (dsec_run_lock). Not thread-safe; forks. */
 int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
 
-/* Hand the sandbox out: remove the "pending" mark create left in its state dir, after the
- * caller has emitted its record. Until then dsec_sandbox_orphans counts it as an orphan (its
+/* Hand the sandbox out: clear the "pending" mark (the state file's mode 0400) create left, after
+ * the caller has emitted its record. Until then dsec_sandbox_orphans counts it as an orphan (its
  * creator died before anyone learned of it). 0 or -1. */
 int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err);
 

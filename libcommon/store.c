@@ -2,6 +2,8 @@
 #include "store.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -430,6 +432,69 @@ int dsec_store_list(const struct dsec_paths *p, int (*cb)(json_t *rec, void *arg
 	if (rc < 0)
 		return dsec_err_set(err, errno, "write records");
 	return 0;
+}
+
+/* Staging dirs tmp/import-<pid>-<rand>/ are guarded by tmp/import-<pid>-<rand>.lock, which the
+ * importer holds locked for its whole life (see layer-import.c): a free lock means a dead
+ * importer. */
+int dsec_layer_clean_staging(const struct dsec_paths *p, struct dsec_err *err)
+{
+	char dir[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int n = 0, dfd;
+
+	if (dsec_store_path(p, dir, "tmp") < 0)
+		return dsec_err_sys(err, "tmp");
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : dsec_err_sys(err, "open '%s'", dir);
+	dfd = dirfd(d);
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		char stem[NAME_MAX + 1];
+		int fd;
+
+		if (strncmp(de->d_name, "import-", 7) || l < 6 ||
+		    strcmp(de->d_name + l - 5, ".lock"))
+			continue;
+		fd = openat(dfd, de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			snprintf(stem, sizeof(stem), "%.*s", (int)(l - 5), de->d_name);
+			if (dsec_rmtree_at(dfd, stem, err) == 0) {
+				unlinkat(dfd, de->d_name, 0);
+				n++;
+			}
+		}
+		close(fd);
+	}
+	/* dirs whose lock is gone: a janitor died between removing the two, or rm leftovers */
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		char lock[NAME_MAX + 8];
+
+		if (strncmp(de->d_name, "import-", 7) && strncmp(de->d_name, "rm-", 3))
+			continue;
+		if (strstr(de->d_name, ".lock"))
+			continue;
+		if (!strncmp(de->d_name, "rm-", 3)) {
+			/* rm-<pid>-…: removal interrupted when pid is gone */
+			int pid = atoi(de->d_name + 3);
+
+			if (pid > 0 && kill(pid, 0) == 0)
+				continue;
+		} else {
+			snprintf(lock, sizeof(lock), "%s.lock", de->d_name);
+			if (faccessat(dfd, lock, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+				continue;
+		}
+		if (dsec_rmtree_at(dfd, de->d_name, err) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }
 
 /* Take layers/<hex> out of the store with one rename (readers see it or not), then delete. */

@@ -490,9 +490,12 @@ def layer(files):
         for n, c in files.items():
             ti = tarfile.TarInfo(n); ti.size = len(c); t.addfile(ti, io.BytesIO(c))
     return b.getvalue()
-l1 = blob(layer({"etc/os": b"base\n"})); l1["mediaType"] = "application/vnd.oci.image.layer.v1.tar"
-l2 = blob(layer({"app/run": b"app\n", "etc/.wh.os": b""}))
-cfg = blob(b"{}")
+L1 = layer({"etc/os": b"base\n"}); L2 = layer({"app/run": b"app\n", "etc/.wh.os": b""})
+l1 = blob(L1); l1["mediaType"] = "application/vnd.oci.image.layer.v1.tar"
+l2 = blob(L2)
+ids = ["sha256:" + hashlib.sha256(x).hexdigest() for x in (L1, L2)]
+cfgtext = json.dumps({"rootfs": {"type": "layers", "diff_ids": ids}}).encode()
+cfg = blob(cfgtext)
 man = blob(json.dumps({"schemaVersion": 2, "config": cfg, "layers": [l1, l2]}).encode())
 man["mediaType"] = "application/vnd.oci.image.manifest.v1+json"
 man["annotations"] = {"org.opencontainers.image.ref.name": "docker.io/library/demo:1.0"}
@@ -502,7 +505,7 @@ open(d + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
 os.makedirs(d + ".docker/l1"); os.makedirs(d + ".docker/l2")
 open(d + ".docker/l1/layer.tar", "wb").write(layer({"etc/os": b"base\n"}))
 open(d + ".docker/l2/layer.tar", "wb").write(layer({"app/run": b"app\n", "etc/.wh.os": b""}))
-open(d + ".docker/cfg.json", "w").write("{}")
+open(d + ".docker/cfg.json", "wb").write(cfgtext)
 open(d + ".docker/manifest.json", "w").write(json.dumps([{"Config": "cfg.json",
     "RepoTags": ["demo:latest"], "Layers": ["l1/layer.tar", "l2/layer.tar"]}]))
 PY
@@ -537,6 +540,12 @@ PY
 	run dsec-layer import oci.docker
 	json_is "${lines[2]}" .image demo:latest
 	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq 2 ]
+	# a layer that is not the one the config names: no image
+	echo '{"rootfs":{"diff_ids":["sha256:0000000000000000000000000000000000000000000000000000000000000000","x"]}}' \
+		>oci.docker/cfg.json
+	must_fail dsec-layer import --name tampered oci.docker
+	[[ "$output" == *"the config says"* ]]
+	[ ! -e "$DSEC_ROOT/images/tampered.json" ]
 }
 
 @test "--help and the man page name the same long options; bad options exit 2" {
@@ -555,4 +564,106 @@ PY
 	[ "$status" -eq 2 ]
 	run dsec-layer import
 	[ "$status" -eq 2 ]
+}
+
+@test "layers stack in an overlay: whiteouts hide, opaque dirs replace" {
+	mktar base.tar <<'PY'
+reg("etc/os", b"base")
+reg("etc/keep", b"k")
+reg("opt/old", b"o")
+PY
+	mktar top.tar <<'PY'
+reg("etc/.wh.os")
+typ("opt", tarfile.DIRTYPE, mode=0o755)
+reg("opt/.wh..wh..opq")
+reg("opt/new", b"n")
+PY
+	local b t
+	b=$(dsec-layer import base.tar | jq -r .layer)
+	t=$(dsec-layer import top.tar | jq -r .layer)
+	mkdir -p lb lt ov
+	run unshare -m sh -c '
+		mount -t erofs -o ro "$1" lb && mount -t erofs -o ro "$2" lt &&
+		mount -t overlay -o ro,lowerdir=lt:lb overlay ov && ls ov/etc && ls ov/opt' sh \
+		"$DSEC_ROOT/layers/${b:7}/layer.erofs" "$DSEC_ROOT/layers/${t:7}/layer.erofs"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | tr '\n' ' ')" = "keep new " ]
+}
+
+@test "without a way to build EROFS the layer is kept as an unpacked tree" {
+	mktar a.tar <<'PY'
+reg("x", b"x")
+PY
+	run env DSEC_LAYER_MKFS=mkfs.erofs PATH="$TOP/build" dsec-layer -v import a.tar
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .format dir
+	[[ "$output" == *"cannot be built"* ]]
+	[ -f "$DSEC_ROOT/layers/$(layer_of | cut -c8-)/tree/x" ]
+}
+
+@test "our EROFS writer and mkfs.erofs give the same tree" {
+	mktar a.tar <<'PY'
+for d in [".", "etc", "big"] + ["d%d" % i for i in range(7)]:
+    typ(d, tarfile.DIRTYPE, mode=0o755)
+for i in range(200):
+    reg("d%d/f%d" % (i % 7, i), os.urandom(i * 97), mode=0o640 + (i % 3), uid=i, gid=i * 2,
+        mtime=1600000000 + i)
+typ("d1/link", tarfile.SYMTYPE, linkname="../d2/f2")
+typ("d1/hard", tarfile.LNKTYPE, linkname="d0/f0")
+reg("etc/.wh.gone")
+typ("opt", tarfile.DIRTYPE, mode=0o755)
+reg("opt/.wh..wh..opq")
+ti = tarfile.TarInfo("x"); ti.pax_headers = {"SCHILY.xattr.user.a": "1", "SCHILY.xattr.security.selinux": "s0"}
+add(ti, b"xattrs")
+for i in range(400):
+    typ("big/" + ("n%03d" % i) * 20, tarfile.DIRTYPE, mode=0o700)
+PY
+	local a b
+	a=$(dsec-layer import a.tar | jq -r .layer)
+	mv "$DSEC_ROOT/layers/${a:7}/layer.erofs" mine.erofs
+	rm -rf "$DSEC_ROOT/layers/${a:7}"
+	b=$(DSEC_LAYER_MKFS=mkfs.erofs dsec-layer import a.tar | jq -r .layer)
+	[ "$a" = "$b" ]
+	fsck.erofs mine.erofs
+	mkdir -p m1 m2
+	run unshare -m sh -c '
+		mount -t erofs -o ro mine.erofs m1 && mount -t erofs -o ro "$1" m2 || exit 1
+		for m in m1 m2; do
+			(cd $m && find . | sort | xargs -d "\n" stat -c "%n %f %u %g %h %s %Y %y %t:%T" &&
+			find . -type f | sort | xargs -d "\n" md5sum &&
+			getfattr --absolute-names -R -d -m - . | sort) >$m.txt
+		done
+		diff m1.txt m2.txt && wc -l <m1.txt' sh "$DSEC_ROOT/layers/${a:7}/layer.erofs"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" -gt 600 ]
+}
+
+@test "the busybox tree imports as a directory" {
+	local d
+	d=$(busybox_tree)
+	run dsec-layer import --kind base --name busybox "$d"
+	[ "$status" -eq 0 ]
+	json_has "$(records)" '.files > 100'
+	run in_layer "$(layer_of)" sh -c '[ -x $M/bin/busybox ] && readlink $M/bin/sh'
+	[ "$output" = busybox ]
+}
+
+@test "hostile: a 2000-level deep tree imports (tar and directory) without a crash" {
+	mktar deep.tar <<'PY'
+reg("d/" * 2000 + "f", b"x")
+PY
+	run dsec-layer import deep.tar
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .bytes 1
+	python3 -c '
+import os
+os.mkdir("tree"); os.chdir("tree")
+for i in range(2000):
+    os.mkdir("d"); os.chdir("d")
+open("f", "w").write("y")'
+	run dsec-layer import tree
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .files 2002
+	rm -rf tree
 }

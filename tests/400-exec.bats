@@ -8,7 +8,8 @@ setup() {
 	dsec_setup
 	make_busybox_image
 	ID=$(dsec-spawn --image busybox | jq -r .id)
-	[ -n "$ID" ] && [ "$ID" != null ]
+	[ -n "$ID" ]
+	[ "$ID" != null ]
 	run dsec-exec cp "$PROBE" "$ID:/bin/probe"
 	echo "cp probe: status $status: $output"
 	[ "$status" -eq 0 ]
@@ -60,6 +61,16 @@ sb_cgroup() {
 	[ "$output" = "$(printf 'hello\nworld')" ]
 	run bash -c "dsec-exec $ID -- sh -c 'echo out; echo err >&2' 2>&1 >/dev/null"
 	[ "$output" = err ]
+}
+
+@test "foreground: signals sent to dsec-exec reach the command" {
+	dsec-exec "$ID" -- sleep 30 &
+	local pid=$!
+	sleep 0.5
+	kill -TERM "$pid"
+	local st=0
+	wait "$pid" || st=$?
+	[ "$st" -eq 143 ]
 }
 
 @test "the command is in the sandbox: pid namespace, hostname, mounts" {
@@ -280,4 +291,22 @@ EOF
 	run dsec-exec cp "$ID:/tmp/d" "$TESTDIR/outd"
 	[ ! -e "$TESTDIR/outd/link/file" ] || [ -L "$TESTDIR/outd/link" ]
 	[ "$(cat "$TESTDIR/host/file")" = secret ]
+}
+
+@test "the sandbox's own environment; a dead sandbox is an error record, the rest go on" {
+	local id2 pid
+	id2=$(dsec-spawn --image busybox --env SBVAR=fromspawn | jq -r .id)
+	run dsec-exec "$id2" -- sh -c 'echo $SBVAR'
+	[ "$output" = fromspawn ]
+	run dsec-exec -e SBVAR=cli "$id2" -- sh -c 'echo $SBVAR'
+	[ "$output" = cli ]
+	pid=$(jq -r .holder.pid "$DSEC_RUN/sandboxes/$id2/sandbox.json")
+	kill -9 "$pid"
+	sleep 0.3
+	run bash -c "printf '%s\n' '{\"id\":\"$id2\",\"n\":1}' '{\"id\":\"$ID\",\"n\":2}' | dsec-exec -k -- true"
+	[ "$status" -eq 1 ]
+	json_has "$(records | sed -n 1p)" '.n == 1 and (.error.msg | test("not running"))'
+	json_has "$(records | sed -n 2p)" '.n == 2 and .exec.exit == 0'
+	run dsec-exec "$id2" -- true
+	[ "$status" -eq 125 ]
 }

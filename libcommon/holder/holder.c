@@ -1,24 +1,95 @@
 /* dsec-holder: pid 1 of a sandbox. It holds the sandbox's namespaces open by living, reaps the
  * zombies the kernel reparents to it, and does nothing else. It talks to nobody and reads no
  * input: code in the sandbox cannot make it do anything. SIGKILL from outside (dsec-reap) ends
- * it, and with it, every process of its pid namespace. Static and tiny: an idle sandbox costs
- * little more than this process's page tables and stack. */
-#include <signal.h>
-#include <sys/wait.h>
+ * it, and with it every process of its pid namespace.
+ *
+ * Built without libc where we know the syscall convention (x86_64, aarch64): exec'ing it maps
+ * two pages and runs no start-up code, which on a virtual machine is most of a spawn's cost
+ * (measured: 1.0 ms CPU for a libc-free static binary against 2.9 ms for a static glibc one and
+ * 4.7 ms for a dynamic one). An idle sandbox then costs this process's page tables and a page
+ * of stack. */
 
+#if defined(DSEC_HOLDER_NOLIBC) && defined(__x86_64__)
+
+#define NR_rt_sigprocmask 14
+#define NR_wait4 61
+#define NR_rt_sigtimedwait 128
+#define NR_exit 60
+
+static long sys4(long n, long a, long b, long c, long d)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+__asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tand $-16,%rsp\n\tcall holder_main\n"
+	"\thlt\n");
+
+#elif defined(DSEC_HOLDER_NOLIBC) && defined(__aarch64__)
+
+#define NR_rt_sigprocmask 135
+#define NR_wait4 260
+#define NR_rt_sigtimedwait 137
+#define NR_exit 93
+
+static long sys4(long n, long a, long b, long c, long d)
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+	return x0;
+}
+
+__asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tbl holder_main\n\tb .\n");
+
+#else /* any other architecture: plain libc */
+
+#define _GNU_SOURCE
+#include <sys/syscall.h>
+#include <unistd.h>
+#define NR_rt_sigprocmask SYS_rt_sigprocmask
+#define NR_wait4 SYS_wait4
+#define NR_rt_sigtimedwait SYS_rt_sigtimedwait
+#define NR_exit SYS_exit
+static long sys4(long n, long a, long b, long c, long d)
+{
+	return syscall(n, a, b, c, d);
+}
+void holder_main(void);
 int main(void)
 {
-	sigset_t all, chld;
+	holder_main();
+	return 0;
+}
+
+#endif
+
+#define SIG_BLOCK_ 0
+#define WNOHANG_ 1
+#define WALL_ 0x40000000
+#define SIGCHLD_ 17
+
+void holder_main(void) __attribute__((noreturn, used));
+void holder_main(void)
+{
+	unsigned long all = ~0UL, chld = 1UL << (SIGCHLD_ - 1);
 
 	/* as pid 1 of its namespace it gets no signal from inside unless it has a handler; block
-	 * everything anyway, and wait for SIGCHLD synchronously */
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, NULL);
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
+	 * everything anyway, and take SIGCHLD synchronously */
+	sys4(NR_rt_sigprocmask, SIG_BLOCK_, (long)&all, 0, 8);
 	for (;;) {
-		while (waitpid(-1, NULL, WNOHANG | __WALL) > 0)
+		while (sys4(NR_wait4, -1, 0, WNOHANG_ | WALL_, 0) > 0)
 			;
-		sigwaitinfo(&chld, NULL);
+		sys4(NR_rt_sigtimedwait, (long)&chld, 0, 0, 8);
 	}
 }

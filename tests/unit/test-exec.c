@@ -66,6 +66,54 @@ static int run(struct dsec_exec_target *t, const char *const *argv, char *out, s
 	return st;
 }
 
+static int count_lines(const char *path)
+{
+	char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t len = fd >= 0 ? read(fd, buf, sizeof(buf)) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	for (ssize_t i = 0; i < len; i++)
+		n += buf[i] == '\n';
+	return len < 0 ? -1 : n;
+}
+
+/* A tree of setsid'd sleepers that ignore SIGTERM, killed whole. */
+static void kill_tree(struct dsec_exec_target *t, const char *sbcg, const char *what)
+{
+	const char *a[] = {probe, "sleepers", "3", NULL};
+	struct dsec_exec_spec s = {.argv = (char *const *)a, .killable = 1};
+	struct dsec_exec_proc pr;
+	struct dsec_env env;
+	struct dsec_err err;
+	char cg[sizeof(pr.cg)], path[sizeof(cg) + 16], out[64];
+	int p[2], st;
+
+	dsec_env_init(&env, NULL, &err);
+	s.envp = env.v;
+	ok(pipe2(p, O_CLOEXEC) == 0, "pipe");
+	s.fd[0] = -1;
+	s.fd[1] = p[1];
+	s.fd[2] = 2;
+	ok(dsec_exec_start(t, &s, &pr, &err) == 0, "%s: start sleepers", what);
+	close(p[1]);
+	ok(read(p[0], out, sizeof(out)) > 0, "%s: they run", what); /* "3" */
+	close(p[0]);
+	usleep(200000); /* the grandchildren fork after "3" */
+	snprintf(cg, sizeof(cg), "%s", pr.cg);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	st = count_lines(path);
+	ok(st == 7, "%s: 7 processes in the exec cgroup (%d)", what, st);
+	ok(dsec_exec_kill(&pr, &err) == 0, "%s: kill", what);
+	ok(dsec_exec_wait(&pr, 0, &st, NULL, &err) == 1 && WIFSIGNALED(st), "%s: reaped", what);
+	dsec_exec_release(&pr);
+	ok(access(cg, F_OK) < 0, "%s: exec cgroup removed", what);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", sbcg);
+	ok(count_lines(path) == 0, "%s: no survivors in the sandbox cgroup", what);
+	dsec_env_free(&env);
+}
+
 /* The holder: unshare's child, pid 1 of new pid, mount and uts namespaces. */
 static pid_t make_holder(pid_t *unshare_pid)
 {
@@ -104,7 +152,7 @@ int main(int argc, char **argv)
 	struct dsec_capture cap = {.max = 10};
 	struct dsec_err err = {0};
 	struct dsec_env env = {0};
-	char out[4096], frz[256], *dir;
+	char out[4096], frz[256], v2[256], *dir;
 	pid_t u, h;
 	int p[2], st;
 
@@ -205,46 +253,25 @@ int main(int argc, char **argv)
 			   "killable exec in its own freezer cgroup: %s", out);
 		}
 	}
-	if (t.sb.cg.version == 1) {
-		/* kill a tree of setsid'd sleepers that ignore SIGTERM */
-		const char *a[] = {probe, "sleepers", "3", NULL};
-		struct dsec_exec_spec s = {.argv = (char *const *)a, .killable = 1};
-		struct dsec_exec_proc pr;
-		char cg[sizeof(pr.cg)], procs[sizeof(cg) + 16];
-		int fd, n;
+	if (t.sb.cg.version == 1)
+		kill_tree(&t, frz, "v1 freezer");
+	/* cgroup v2: the unified hierarchy here has no controllers, enough for CLONE_INTO_CGROUP
+	 * and cgroup.kill */
+	snprintf(v2, sizeof(v2), "/sys/fs/cgroup/unified/dsec-unit-%d", (int)getpid());
+	if (access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0 && mkdir(v2, 0755) == 0) {
+		struct dsec_exec_target t2 = t;
+		const char *a[] = {probe, "cgroup", NULL};
 
-		dsec_env_init(&env, NULL, &err);
-		s.envp = env.v;
-		ok(pipe2(p, O_CLOEXEC) == 0, "pipe");
-		s.fd[0] = -1;
-		s.fd[1] = p[1];
-		s.fd[2] = 2;
-		ok(dsec_exec_start(&t, &s, &pr, &err) == 0, "start sleepers");
-		close(p[1]);
-		n = (int)read(p[0], out, sizeof(out)); /* "3" once they all run */
-		close(p[0]);
-		usleep(200000); /* the grandchildren fork after "3" */
-		snprintf(cg, sizeof(cg), "%s", pr.cg);
-		snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
-		fd = open(procs, O_RDONLY);
-		n = fd >= 0 ? (int)read(fd, out, sizeof(out) - 1) : -1;
-		out[n > 0 ? n : 0] = '\0';
-		close(fd);
-		for (st = 0, fd = 0; out[fd]; fd++)
-			st += out[fd] == '\n';
-		ok(st == 7, "7 processes in the exec cgroup (%d)", st);
-		ok(dsec_exec_kill(&pr, &err) == 0, "kill");
-		ok(dsec_exec_wait(&pr, 0, &st, NULL, &err) == 1 && WIFSIGNALED(st), "reaped");
-		dsec_exec_release(&pr);
-		ok(access(cg, F_OK) < 0, "exec cgroup removed");
-		fd = open(frz, O_RDONLY);
-		snprintf(procs, sizeof(procs), "%s/cgroup.procs", frz);
-		fd = open(procs, O_RDONLY);
-		n = fd >= 0 ? (int)read(fd, out, sizeof(out) - 1) : -1;
-		close(fd);
-		ok(n == 0, "no survivors in the sandbox cgroup");
-		dsec_env_free(&env);
-	}
+		t2.sb.cg.version = 2;
+		snprintf(t2.sb.cg.v2, sizeof(t2.sb.cg.v2), "%s", v2);
+		t2.cgdir = open(v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ok(run(&t2, a, out, sizeof(out), 0) == 0 && strstr(out, "0::/dsec-unit-"),
+		   "v2: born in the sandbox cgroup: %s", out);
+		kill_tree(&t2, v2, "v2 cgroup.kill");
+		close(t2.cgdir);
+		ok(rmdir(v2) == 0, "v2 sandbox cgroup removed");
+	} else
+		ok(1, "# SKIP no cgroup2 mount");
 	kill(u, SIGKILL);
 	kill(h, SIGKILL);
 	waitpid(u, NULL, 0);
