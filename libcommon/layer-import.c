@@ -88,10 +88,13 @@ static int private_mount_ns(void)
  * namespace would look up paths there and never see the tmpfs. */
 static int stage_mount_tmpfs(struct stage *st)
 {
-	char tree[PATH_MAX];
+	const char *size = getenv("DSEC_LAYER_TMPFS_SIZE");
+	char tree[PATH_MAX], opts[128];
 
 	snprintf(tree, sizeof(tree), "%s/layer/tree", st->dir);
-	if (mount("dsec-stage", tree, "tmpfs", MS_NOSUID, "mode=0755,size=50%") < 0)
+	snprintf(opts, sizeof(opts), "mode=0755,size=%s",
+		 size && *size && strlen(size) < 32 && !strchr(size, ',') ? size : "25%");
+	if (mount("dsec-stage", tree, "tmpfs", MS_NOSUID, opts) < 0)
 		return -1;
 	st->tmpfs = 1;
 	return 0;

@@ -667,3 +667,16 @@ open("f", "w").write("y")'
 	json_is "$(records)" .files 2002
 	rm -rf tree
 }
+
+@test "a staging tmpfs that fills up: the import starts again on disk" {
+	mktar a.tar <<'PY'
+for i in range(4):
+    reg("f%d" % i, os.urandom(1 << 20))
+PY
+	run env DSEC_LAYER_TMPFS_SIZE=1m dsec-layer -v import a.tar
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"importing again on disk"* ]]
+	json_is "$(records)" .bytes $((4 << 20))
+	json_is "$(records)" .format erofs
+	[ -z "$(ls -A "$DSEC_ROOT/tmp")" ]
+}
