@@ -14,6 +14,7 @@
 
 #define POOL_FILE "pool.json"
 #define CLAIM_FILE "claim.json"
+#define CLAIMED_FILE "claimed"
 
 int dsec_pool_canon(const char *image, const struct dsec_limits *l, enum dsec_net net, char *buf,
 		    size_t n)
@@ -169,15 +170,22 @@ int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, 
 
 int dsec_pool_take(int readyfd, const char *run, const char *id, struct dsec_err *err)
 {
-	char to[PATH_MAX];
+	char to[PATH_MAX], state[PATH_MAX];
 	int e;
 
-	if (snprintf(to, sizeof(to), "%s/sandboxes/%s/pending", run, id) >= (int)sizeof(to))
+	if (snprintf(to, sizeof(to), "%s/sandboxes/%s/" CLAIMED_FILE, run, id) >= (int)sizeof(to))
 		return dsec_err_set(err, ENAMETOOLONG, "%s: path too long", id);
-	if (renameat2(readyfd, id, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+	if (renameat2(readyfd, id, AT_FDCWD, to, RENAME_NOREPLACE) == 0) {
+		/* ours: pending again (sandbox.h: the state file's mode 0400) until the claimer has
+		 * printed its record and committed, so a claimer killed here leaves an orphan that
+		 * dsec-reap --orphans removes, not a sandbox nobody knows of */
+		snprintf(state, sizeof(state), "%s/sandboxes/%s/sandbox.json", run, id);
+		if (chmod(state, 0400) < 0)
+			return dsec_err_sys(err, "%s: mark claimed sandbox pending", id);
 		return 1;
+	}
 	e = errno;
-	if (e == ENOENT) {
+	if (e == ENOENT || e == EEXIST) {
 		/* another claimer won, or the sandbox's state is gone: drop a dangling entry */
 		unlinkat(readyfd, id, 0);
 		return 0;
@@ -265,7 +273,8 @@ int dsec_pool_make(const struct dsec_paths *p, const struct dsec_pool *pool,
 		goto fail;
 	}
 	close(fd);
-	/* from here a claimer may take it: RENAME_NOREPLACE waits for this commit */
+	/* from here a claimer may take it, even before this commit: it marks the sandbox pending
+	 * again itself, and commits it when it has handed it out */
 	if (dsec_sandbox_commit(sb, err) < 0) {
 		unlink(path);
 		goto fail;

@@ -13,17 +13,18 @@
  * TTL, creation time, env, labels, "pool", "warm":true) into sandboxes/<id>/claim.json, which
  * dsec_sandbox_load merges over sandbox.json.
  *
- * Claim: renameat2(ready/<id>, sandboxes/<id>/pending, RENAME_NOREPLACE). One rename of one
+ * Claim: renameat2(ready/<id>, sandboxes/<id>/claimed, RENAME_NOREPLACE). One rename of one
  * directory entry: of any number of claimers exactly one succeeds, the others get ENOENT. The
- * entry becomes the sandbox's "pending" mark (sandbox.h), so a claimer killed before it hands
- * the sandbox out leaves an orphan that dsec-reap --orphans removes, never a leak. No fork, no
- * mount, no cgroup mkdir: cpus, memory and pids that differ from the pool's profile are cgroup
- * writes. Disk is the size of the tmpfs mounted inside the sandbox's mount namespace; changing
- * it would take a remount in there, so a pool matches a request only with the same image, net
- * and disk (and no --hostname: the hostname was set at creation).
+ * winner then marks the sandbox pending (sandbox.h: its state file's mode), so a claimer killed
+ * before it hands the sandbox out leaves an orphan that dsec-reap --orphans removes. No fork,
+ * no mount, no cgroup mkdir: cpus, memory and pids that differ from the pool's profile are
+ * cgroup writes. Disk is the size of the tmpfs mounted inside the sandbox's mount namespace;
+ * changing it would take a remount in there, so a pool matches a request only with the same
+ * image, net and disk (and no --hostname: the hostname was set at creation).
  *
- * Making: dsec-warm creates the sandbox (with its pending mark), links the ready entry, then
- * removes the pending mark. RENAME_NOREPLACE keeps a claimer off a sandbox still pending.
+ * Making: dsec-warm creates the sandbox (pending), links the ready entry, then commits it. A
+ * dsec-warm killed in between leaves a pending sandbox for dsec-reap --orphans and a ready
+ * entry that the next claim or dsec-warm run drops.
  */
 #ifndef DSEC_POOL_H
 #define DSEC_POOL_H
@@ -78,10 +79,10 @@ struct dsec_pool_entry {
 int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, size_t *n,
 		    int times, struct dsec_err *err);
 
-/* The claim step on plain files: rename readyfd/<id> to run/sandboxes/<id>/pending without
- * replacing. Returns 1 when this caller won the entry, 0 when it is gone (claimed by another,
- * or its sandbox is gone: the dangling entry is removed), -1 with err otherwise (EEXIST: the
- * sandbox is still pending, being made). Async-signal-safe, no allocation. */
+/* The claim step on plain files: rename readyfd/<id> to run/sandboxes/<id>/claimed without
+ * replacing, then mark the sandbox pending (chmod of its state file). Returns 1 when this
+ * caller won the entry, 0 when it is gone (claimed by another, or its sandbox is gone: the
+ * dangling entry is removed), -1 with err otherwise. Async-signal-safe, no allocation. */
 int dsec_pool_take(int readyfd, const char *run, const char *id, struct dsec_err *err);
 
 /* Make one ready sandbox in the pool (its dirs exist): create it with the pool's profile, no

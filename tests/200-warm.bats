@@ -64,7 +64,7 @@ cg_read() {
 	# each is a live sandbox with its holder, not pending, and no TTL while it waits
 	for id in $(records | jq -r .id); do
 		kill -0 "$(jq -r .holder.pid "$DSEC_RUN/sandboxes/$id/sandbox.json")"
-		[ ! -e "$DSEC_RUN/sandboxes/$id/pending" ]
+		[ "$(stat -c %a "$DSEC_RUN/sandboxes/$id/sandbox.json")" = 600 ] # committed
 		json_is "$(cat "$DSEC_RUN/sandboxes/$id/sandbox.json")" .ttl_us 0
 	done
 	# quiet unless -v
@@ -170,7 +170,7 @@ cg_read() {
 	id=$(records | head -1 | jq -r .id)
 	json_is "$(sb_state "$id")" .warm true
 	json_is "$(sb_state "$id")" .ttl_us 3600000000
-	[ ! -e "$DSEC_RUN/sandboxes/$id/pending" ]
+	[ "$(stat -c %a "$DSEC_RUN/sandboxes/$id/sandbox.json")" = 600 ] # committed, not pending
 	# a claimed sandbox is a sandbox like any other: the reaper takes it
 	run dsec-reap "$id"
 	[ "$status" -eq 0 ]

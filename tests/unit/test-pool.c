@@ -28,6 +28,7 @@ int main(void)
 	struct dsec_pool a, b, c, loaded;
 	struct dsec_pool_entry *e;
 	char dir[] = "/tmp/dsec-unit-XXXXXX", path[PATH_MAX + 64], id[DSEC_ID_MAX], canon[512];
+	struct stat st;
 	size_t n;
 	int readyfd, won = 0, fd;
 
@@ -78,6 +79,8 @@ int main(void)
 		close(open(path, O_WRONLY | O_CREAT, 0600));
 		snprintf(path, sizeof(path), "%s/sandboxes/%s", p.run, id);
 		dsec_mkdir_p(path, 0700, NULL);
+		snprintf(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", p.run, id);
+		close(open(path, O_WRONLY | O_CREAT, 0600));
 	}
 	ok(dsec_pool_ready(&a, &e, &n, 1, &err) == 0 && n == NIDS && e[0].created_us > 0,
 	   "ready list has %d entries with times", NIDS);
@@ -134,20 +137,22 @@ int main(void)
 	ok(dsec_pool_ready(&a, &e, &n, 0, &err) == 0 && n == 0, "nothing left ready");
 	free(e);
 	id_of(0, id);
-	snprintf(path, sizeof(path), "%s/sandboxes/%s/pending", p.run, id);
-	ok(access(path, F_OK) == 0, "the ready entry became the pending mark");
+	snprintf(path, sizeof(path), "%s/sandboxes/%s/claimed", p.run, id);
+	ok(access(path, F_OK) == 0, "the ready entry became the claimed mark");
+	snprintf(path, sizeof(path), "%s/sandboxes/%s/sandbox.json", p.run, id);
+	ok(stat(path, &st) == 0 && (st.st_mode & 07777) == 0400, "and the sandbox is pending");
 
-	/* a pending sandbox (still being made) is not taken; a dangling entry is dropped */
+	/* a second claim of a claimed sandbox loses; a dangling entry is dropped */
 	snprintf(path, sizeof(path), "%s/ready/%s", a.dir, id);
 	close(open(path, O_WRONLY | O_CREAT, 0600));
-	ok(dsec_pool_take(readyfd, p.run, id, &err) < 0 && err.errnum == EEXIST,
-	   "pending sandbox not claimed");
-	snprintf(path, sizeof(path), "%s/sandboxes/%s/pending", p.run, id);
-	unlink(path);
+	ok(dsec_pool_take(readyfd, p.run, id, &err) == 0 && access(path, F_OK) < 0,
+	   "claimed twice: lost, entry dropped");
+	id_of(1, id);
 	snprintf(path, sizeof(path), "%s/sandboxes/%s", p.run, id);
-	rmdir(path);
-	ok(dsec_pool_take(readyfd, p.run, id, &err) == 0, "entry of a gone sandbox: not won");
+	dsec_rmtree(path, NULL);
 	snprintf(path, sizeof(path), "%s/ready/%s", a.dir, id);
+	close(open(path, O_WRONLY | O_CREAT, 0600));
+	ok(dsec_pool_take(readyfd, p.run, id, &err) == 0, "entry of a gone sandbox: not won");
 	ok(access(path, F_OK) < 0 && errno == ENOENT, "and dropped");
 	close(readyfd);
 
