@@ -201,10 +201,10 @@ int dsec_pool_take(int readyfd, const char *run, const char *id, struct dsec_err
  * the run dir is gone at reboot anyway. */
 static int write_claim(const struct dsec_sandbox *sb, const char *key, struct dsec_err *err)
 {
-	char path[PATH_MAX + 16], *s;
+	char path[PATH_MAX + 16], to[PATH_MAX + 16], *s;
 	json_t *o = json_object();
 	size_t n;
-	int rc;
+	int rc, fd;
 
 	json_object_set_new(o, "limits", dsec_pool_limits_json(&sb->limits));
 	json_object_set_new(o, "created", json_integer((json_int_t)sb->created_us));
@@ -219,8 +219,24 @@ static int write_claim(const struct dsec_sandbox *sb, const char *key, struct ds
 		return dsec_err_set(err, ENOMEM, "%s: encode claim", sb->id);
 	n = strlen(s);
 	s[n] = '\n'; /* overwrites the NUL: written with its length */
-	snprintf(path, sizeof(path), "%s/" CLAIM_FILE, sb->dir);
-	rc = dsec_write_atomic(AT_FDCWD, path, s, n + 1, 0600, 0, err);
+	snprintf(path, sizeof(path), "%s/" CLAIMED_FILE, sb->dir);
+	/* into the claimed mark, the inode the claim's rename brought along, then renamed to its
+	 * name: no new inode per claim (ext4 allocates them slowly after mass deletions) */
+	fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC); /* empty: made so by dsec-warm */
+	if (fd < 0) {
+		rc = dsec_err_sys(err, "%s: open '%s'", sb->id, path);
+	} else {
+		ssize_t w = write(fd, s, n + 1);
+
+		close(fd);
+		snprintf(to, sizeof(to), "%s/" CLAIM_FILE, sb->dir);
+		if (w != (ssize_t)(n + 1))
+			rc = dsec_err_sys(err, "%s: write '%s'", sb->id, path);
+		else if (rename(path, to) < 0)
+			rc = dsec_err_sys(err, "%s: rename '%s'", sb->id, path);
+		else
+			rc = 0;
+	}
 	free(s);
 	return rc;
 }
