@@ -10,6 +10,7 @@
 #include "cgroup.h"
 #include "cli.h"
 #include "jsonl.h"
+#include "pool.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -20,6 +21,8 @@ static const char usage[] =
     "memory (bytes in use), cpu_us (CPU time used), pids (tasks), disk (bytes written to its\n"
     "writable layer), disk_limit, limits and labels.\n"
     "\n"
+    "      --pools           list the warm pools instead (see dsec-warm): pool, image, ready,\n"
+    "                        limits, net, oldest_age\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
     "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
     "  -q, --quiet           no warnings\n"
@@ -29,7 +32,8 @@ static const char usage[] =
     "\n"
     "Exit status: 0 listed, 1 some id unknown, 2 usage error, 3 fatal.\n";
 
-static const struct option longopts[] = {DSEC_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+static const struct option longopts[] = {
+    DSEC_COMMON_LONGOPTS, {"pools", no_argument, NULL, DSEC_OPT_FIRST_TOOL}, {NULL, 0, NULL, 0}};
 
 static struct dsec_paths paths;
 static int failed, out_gone;
@@ -98,8 +102,15 @@ static json_t *record(const struct dsec_sandbox *sb)
 	json_object_set_new(rec, "disk", disk >= 0 ? json_integer(disk) : json_null());
 	json_object_set_new(rec, "disk_limit", json_integer((json_int_t)sb->limits.disk));
 	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(rec, "warm", json_boolean(dsec_pool_claimed(sb)));
 	json_object_set_new(rec, "labels", sb->labels ? json_incref(sb->labels) : json_object());
 	return rec;
+}
+
+static int pool_one(const struct dsec_pool *pool, void *ctx)
+{
+	emit(dsec_pool_record(pool));
+	return out_gone ? -1 : 0;
 }
 
 static int list_one(const char *id, void *ctx)
@@ -126,17 +137,26 @@ int main(int argc, char **argv)
 {
 	struct dsec_cli cli = {.help = usage};
 	struct dsec_err err = {0};
-	int c;
+	int c, pools = 0;
 
 	dsec_prog = "dsec-ps";
 	while ((c = getopt_long(argc, argv, "hVqv", longopts, NULL)) != -1) {
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
+		if (c == DSEC_OPT_FIRST_TOOL) {
+			pools = 1;
+			continue;
+		}
 		dsec_usage_error("unknown option");
 	}
 	dsec_cli_paths(&cli, &paths);
 	dsec_jsonl_init_output();
-	if (optind < argc) {
+	if (pools) {
+		if (optind < argc)
+			dsec_usage_error("--pools takes no ids");
+		if (dsec_pool_foreach(&paths, pool_one, NULL, &err) < 0)
+			dsec_fatal(&err);
+	} else if (optind < argc) {
 		for (int i = optind; i < argc && !out_gone; i++)
 			list_one(argv[i], &paths);
 	} else if (dsec_sandbox_foreach(&paths, list_one, NULL, &err) < 0) {

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "jsonl.h"
+#include "pool.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -177,6 +178,11 @@ int main(int argc, char **argv)
 			dsec_err_print(&err);
 			failed = 1;
 		}
+		/* warm pools: drop ready entries whose sandbox is gone */
+		if (dsec_pool_cleanup(&paths, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+		}
 		if (dsec_run_cleanup(&paths, &err) < 0) {
 			dsec_err_print(&err);
 			failed = 1;
@@ -192,6 +198,11 @@ int main(int argc, char **argv)
 
 		if (dsec_sandbox_foreach(&paths, reap_all_fn, &only_expired, &err) < 0)
 			dsec_fatal(&err);
+		/* --all took the warm pools' sandboxes too: remove the pools */
+		if (all && dsec_pool_cleanup(&paths, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+		}
 	} else if (optind < argc) {
 		for (int i = optind; i < argc; i++)
 			reap_id(argv[i], json_pack("{s:s}", "id", argv[i]));

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "jsonl.h"
+#include "pool.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -30,6 +31,8 @@ static const char usage[] =
     "      --env K=V         environment for commands run in it (repeatable)\n"
     "      --hostname H      host name inside (default: the sandbox id)\n"
     "      --label K=V       a label kept in its state and shown by dsec-ps (repeatable)\n"
+    "      --warm-only       only claim from a warm pool (see dsec-warm); fail when none is\n"
+    "                        ready instead of creating the sandbox cold\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
     "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
     "  -q, --quiet           no warnings\n"
@@ -50,7 +53,8 @@ enum {
 	OPT_TTL,
 	OPT_ENV,
 	OPT_HOSTNAME,
-	OPT_LABEL
+	OPT_LABEL,
+	OPT_WARM_ONLY
 };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
@@ -65,6 +69,7 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"env", required_argument, NULL, OPT_ENV},
 					 {"hostname", required_argument, NULL, OPT_HOSTNAME},
 					 {"label", required_argument, NULL, OPT_LABEL},
+					 {"warm-only", no_argument, NULL, OPT_WARM_ONLY},
 					 {NULL, 0, NULL, 0}};
 
 #define MAX_MEMORY (1ULL << 50)
@@ -232,7 +237,11 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 	return 0;
 }
 
-static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, uint64_t spawn_us)
+/* Warm pools: claims first (pool.h), cold only when none matches, unless --warm-only. */
+static struct dsec_claimer claimer;
+static int warm_only;
+
+static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, uint64_t spawn_us)
 {
 	json_t *lim = json_pack("{s:f, s:I, s:I, s:I}", "cpus", sb->limits.cpus, "memory",
 				(json_int_t)sb->limits.memory, "pids", (json_int_t)sb->limits.pids,
@@ -243,7 +252,7 @@ static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, uint64_t s
 	json_object_set_new(rec, "id", json_string(sb->id));
 	json_object_set_new(rec, "image", json_string(sb->image));
 	json_object_set_new(rec, "node", json_string(sb->node));
-	json_object_set_new(rec, "warm", json_false());
+	json_object_set_new(rec, "warm", json_boolean(warm));
 	json_object_set_new(rec, "spawn_us", json_integer((json_int_t)spawn_us));
 	json_object_set_new(rec, "limits", lim);
 	json_object_set_new(rec, "ttl",
@@ -261,7 +270,7 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	struct dsec_err err = {0};
 	json_t *rec = json_deep_copy(in);
 	uint64_t t0;
-	int rc;
+	int rc, warm = 0;
 
 	memset(&sb, 0, sizeof(sb));
 	if (!s->image) {
@@ -277,14 +286,27 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	sb.env = s->env;
 	sb.labels = s->labels;
 	t0 = dsec_now_us();
-	rc = dsec_sandbox_create(paths, &sb, &err);
-	sb.env = sb.labels = NULL; /* borrowed from s */
+	warm = dsec_pool_claim(&claimer, &sb, &err);
+	if (warm == 0 && warm_only) {
+		sb.env = sb.labels = NULL;
+		dsec_err_set(&err, ENOENT, "no warm sandbox ready for image '%s' (--warm-only)",
+			     s->image);
+		goto failed;
+	}
+	if (warm == 1) {
+		rc = 0;
+	} else {
+		rc = warm < 0 ? -1 : dsec_sandbox_create(paths, &sb, &err);
+		sb.env = sb.labels = NULL; /* borrowed from s */
+	}
 	if (rc < 0)
 		goto failed;
-	record_for(rec, &sb, dsec_now_us() - t0);
+	record_for(rec, &sb, warm == 1, dsec_now_us() - t0);
 	if (dsec_jsonl_emit(rec, &err) < 0) {
 		/* nobody will learn of this sandbox: take it back */
 		dsec_sandbox_destroy(paths, &sb, NULL);
+		if (warm == 1)
+			dsec_sandbox_free(&sb);
 		json_decref(rec);
 		dsec_err_print(&err);
 		return -1;
@@ -292,6 +314,8 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	json_decref(rec);
 	if (dsec_sandbox_commit(&sb, &err) < 0)
 		dsec_err_print(&err);
+	if (warm == 1)
+		dsec_sandbox_free(&sb);
 	return 0;
 failed:
 	dsec_err_print(&err);
@@ -388,6 +412,9 @@ int main(int argc, char **argv)
 				dsec_usage_error("--hostname '%s': not a valid host name", optarg);
 			def.hostname = optarg;
 			break;
+		case OPT_WARM_ONLY:
+			warm_only = 1;
+			break;
 		case OPT_LABEL:
 			eq = strchr(optarg, '=');
 			if (!eq || eq == optarg)
@@ -408,6 +435,7 @@ int main(int argc, char **argv)
 	lock = dsec_run_lock(&paths, 0, &err);
 	if (lock < 0)
 		dsec_fatal(&err);
+	claimer.paths = &paths;
 
 	if (def.image) {
 		json_t *rec = json_object();
@@ -461,6 +489,7 @@ int main(int argc, char **argv)
 		}
 		dsec_jsonl_reader_free(&rd);
 	}
+	dsec_claimer_free(&claimer);
 	close(lock);
 	json_decref(def.env);
 	json_decref(def.labels);

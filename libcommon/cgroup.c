@@ -552,3 +552,69 @@ int dsec_cgroup_remove_parent(const struct dsec_paths *p, struct dsec_err *err)
 			rc = dsec_err_sys(err, "rmdir cgroup '%s'", dirs[i]);
 	return rc;
 }
+
+/* One limit as the cgroup file wants it: a number, or "max" (v2) / "-1" (v1) for none. */
+static void limit_str(char *buf, size_t n, uint64_t v, int version)
+{
+	if (v)
+		snprintf(buf, n, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, n, "%s", version == 2 ? "max" : "-1");
+}
+
+int dsec_cgroup_set_limits(const struct dsec_sandbox *sb, const struct dsec_limits *old,
+			   const struct dsec_limits *l, struct dsec_err *err)
+{
+	int v = sb->cg.version;
+	char val[64];
+
+	if (v != 1 && v != 2)
+		return 0;
+	if (!old || old->memory != l->memory) {
+		limit_str(val, sizeof(val), l->memory, v);
+		if (v == 2) {
+			if (write_str(sb->cg.v2, "memory.max", val, err) < 0)
+				return -1;
+		} else {
+			const char *d = sb->cg.v1[DSEC_CG_MEMORY];
+			int up = !old || !l->memory || (old->memory && l->memory > old->memory);
+
+			/* memsw must stay >= the memory limit: raise it first, lower it last */
+			if (up)
+				write_str(d, "memory.memsw.limit_in_bytes", val, NULL);
+			if (write_str(d, "memory.limit_in_bytes", val, err) < 0)
+				return -1;
+			if (!up)
+				write_str(d, "memory.memsw.limit_in_bytes", val, NULL);
+		}
+	}
+	if (!old || old->cpus != l->cpus) {
+		unsigned long long q = (unsigned long long)(l->cpus * 100000 + 0.5);
+
+		if (v == 2) {
+			if (l->cpus > 0)
+				snprintf(val, sizeof(val), "%llu 100000", q);
+			else
+				snprintf(val, sizeof(val), "max 100000");
+			if (write_str(sb->cg.v2, "cpu.max", val, err) < 0)
+				return -1;
+		} else {
+			if (l->cpus > 0)
+				snprintf(val, sizeof(val), "%llu", q);
+			else
+				snprintf(val, sizeof(val), "-1");
+			if (write_str(sb->cg.v1[DSEC_CG_CPU], "cpu.cfs_quota_us", val, err) < 0)
+				return -1;
+		}
+	}
+	if (!old || old->pids != l->pids) {
+		if (l->pids)
+			snprintf(val, sizeof(val), "%llu", (unsigned long long)l->pids);
+		else
+			snprintf(val, sizeof(val), "max");
+		if (write_str(v == 2 ? sb->cg.v2 : sb->cg.v1[DSEC_CG_PIDS], "pids.max", val, err) <
+		    0)
+			return -1;
+	}
+	return 0;
+}

@@ -37,6 +37,12 @@ int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
  * is removed again). */
 int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err);
 
+/* Change the limits of sb's existing cgroup(s) from old to l: writes only cpus, memory and
+ * pids that differ (old NULL: all of them); disk is not a cgroup setting. For claims from a
+ * warm pool: no cgroup is created. 0 or -1. */
+int dsec_cgroup_set_limits(const struct dsec_sandbox *sb, const struct dsec_limits *old,
+			   const struct dsec_limits *l, struct dsec_err *err);
+
 /* An O_DIRECTORY fd of the v2 cgroup for clone3(CLONE_INTO_CGROUP). -1 with errnum ENOTSUP on
  * v1. Caller closes. */
 int dsec_cgroup_open(const struct dsec_sandbox *sb, struct dsec_err *err);

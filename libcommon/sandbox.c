@@ -20,6 +20,7 @@
 
 #include "cgroup.h"
 #include "ns.h"
+#include "pool.h"
 
 #define STATE_FILE "sandbox.json"
 #define STATE_MODE 0600
@@ -218,6 +219,11 @@ int dsec_sandbox_load(const struct dsec_paths *p, const char *id, struct dsec_sa
 	if (!json_is_object(o)) {
 		json_decref(o);
 		return dsec_err_set(err, EINVAL, "%s: malformed state file", id);
+	}
+	/* a sandbox claimed from a warm pool: what the claim changed (pool.h) */
+	if (dsec_pool_merge_claim(sb->dir, o) < 0) {
+		json_decref(o);
+		return dsec_err_set(err, EINVAL, "%s: malformed claim file", id);
 	}
 	rc = from_json(o, sb, err);
 	json_decref(o);

@@ -1,0 +1,403 @@
+/* dsec-warm: top a pool of ready sandboxes up to N, print a record per sandbox made, exit. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "jsonl.h"
+#include "pool.h"
+#include "sandbox.h"
+#include "state.h"
+
+static const char usage[] =
+    "Usage: dsec-warm --image IMAGE --count N [OPTION]...\n"
+    "   or: dsec-warm --image IMAGE --drain [OPTION]...\n"
+    "   or: dsec-warm --list\n"
+    "Top the warm pool of IMAGE and a resource profile up to N ready sandboxes, print one\n"
+    "record per sandbox made, and exit. Safe to run from cron: a run that finds the pool full\n"
+    "makes nothing, and a second run on the same pool exits at once (or waits, --wait).\n"
+    "dsec-spawn claims these sandboxes when its request matches the pool's image, --net and\n"
+    "--disk; it writes --cpus, --memory and --pids that differ into the cgroup at claim time.\n"
+    "\n"
+    "  -i, --image IMAGE     image from the layer store (see dsec-layer)\n"
+    "  -n, --count N         ready sandboxes wanted in the pool (0 to 100000)\n"
+    "      --cpus F          CPU bandwidth of the profile in CPUs (default 1)\n"
+    "      --memory SIZE     memory limit of the profile (default 1G)\n"
+    "      --pids N          task limit of the profile (default 512)\n"
+    "      --disk SIZE       size of each sandbox's writable tmpfs (default 1G)\n"
+    "      --net MODE        none (default) or host\n"
+    "      --max-age D       reap and replace ready sandboxes older than D (e.g. 10m)\n"
+    "      --max-total N     never grow the run dir past N sandboxes (all pools and claimed)\n"
+    "      --min-free SIZE   never grow while MemAvailable is below SIZE\n"
+    "      --wait            wait for another run on this pool instead of exiting\n"
+    "      --drain           reap every ready sandbox of the pool and remove the pool\n"
+    "      --list            print a record per pool of the run dir and exit\n"
+    "  -j, --jobs N          create N sandboxes at a time (default 4)\n"
+    "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
+    "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
+    "  -q, --quiet           no warnings\n"
+    "  -v, --verbose         tell what the run did (pool full, busy, recycled)\n"
+    "  -h, --help            show this help and exit\n"
+    "  -V, --version         show the version and exit\n"
+    "\n"
+    "Output: {\"id\":…,\"image\":…,\"pool\":…,\"warm\":true,\"node\":…,\"limits\":{…},"
+    "\"net\":…,\"warm_us\":…}\n"
+    "Exit status: 0 pool topped up (or busy), 1 some sandbox failed or a capacity limit\n"
+    "stopped it, 2 usage error, 3 fatal.\n";
+
+enum {
+	OPT_CPUS = DSEC_OPT_FIRST_TOOL,
+	OPT_MEMORY,
+	OPT_PIDS,
+	OPT_DISK,
+	OPT_NET,
+	OPT_MAX_AGE,
+	OPT_MAX_TOTAL,
+	OPT_MIN_FREE,
+	OPT_WAIT,
+	OPT_DRAIN,
+	OPT_LIST
+};
+
+static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
+					 {"image", required_argument, NULL, 'i'},
+					 {"count", required_argument, NULL, 'n'},
+					 {"jobs", required_argument, NULL, 'j'},
+					 {"cpus", required_argument, NULL, OPT_CPUS},
+					 {"memory", required_argument, NULL, OPT_MEMORY},
+					 {"pids", required_argument, NULL, OPT_PIDS},
+					 {"disk", required_argument, NULL, OPT_DISK},
+					 {"net", required_argument, NULL, OPT_NET},
+					 {"max-age", required_argument, NULL, OPT_MAX_AGE},
+					 {"max-total", required_argument, NULL, OPT_MAX_TOTAL},
+					 {"min-free", required_argument, NULL, OPT_MIN_FREE},
+					 {"wait", no_argument, NULL, OPT_WAIT},
+					 {"drain", no_argument, NULL, OPT_DRAIN},
+					 {"list", no_argument, NULL, OPT_LIST},
+					 {NULL, 0, NULL, 0}};
+
+/* A worker's exit status when the free-memory floor stopped it. */
+#define EXIT_LOW_MEMORY 10
+
+static struct dsec_paths paths;
+static struct dsec_pool pool;
+static uint64_t min_free;
+
+/* Make n ready sandboxes, emitting a record each. Returns 0, 1 (some failed), 3 (stdout gone)
+ * or EXIT_LOW_MEMORY. */
+static int make_n(long long n)
+{
+	int status = 0;
+
+	for (long long i = 0; i < n; i++) {
+		struct dsec_sandbox sb;
+		struct dsec_err err = {0};
+		uint64_t t0 = dsec_now_us();
+		json_t *rec;
+
+		if (min_free && dsec_mem_available() < min_free)
+			return EXIT_LOW_MEMORY;
+		if (dsec_pool_make(&paths, &pool, &sb, &err) < 0) {
+			dsec_err_print(&err);
+			status = 1;
+			continue;
+		}
+		rec = json_pack("{s:s, s:s, s:s, s:b, s:s, s:o, s:s, s:I}", "id", sb.id, "image",
+				sb.image, "pool", pool.key, "warm", 1, "node", sb.node, "limits",
+				dsec_pool_limits_json(&pool.limits), "net",
+				sb.net == DSEC_NET_HOST ? "host" : "none", "warm_us",
+				(json_int_t)(dsec_now_us() - t0));
+		dsec_sandbox_free(&sb);
+		if (dsec_jsonl_emit(rec, &err) < 0) {
+			json_decref(rec);
+			return DSEC_EXIT_FATAL; /* the sandbox stays ready in the pool */
+		}
+		json_decref(rec);
+	}
+	return status;
+}
+
+/* Split n over jobs worker processes; the exit status is the worst of theirs. */
+static int make_parallel(long long n, int jobs)
+{
+	int status = 0, low = 0;
+	pid_t pids[256];
+	int k = 0;
+
+	if (jobs <= 1 || n <= 1)
+		return make_n(n);
+	if (jobs > n)
+		jobs = (int)n;
+	fflush(NULL);
+	for (int j = 0; j < jobs; j++) {
+		long long share = n / jobs + (j < n % jobs);
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			dsec_errorx("%s: fork: %s", pool.key, strerror(errno));
+			status = 1;
+			break;
+		}
+		if (pid == 0) {
+			int r = make_n(share);
+
+			fflush(NULL);
+			_exit(r);
+		}
+		pids[k++] = pid;
+	}
+	for (int j = 0; j < k; j++) {
+		int ws;
+
+		while (waitpid(pids[j], &ws, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(ws) || WEXITSTATUS(ws) == DSEC_EXIT_FATAL)
+			status = DSEC_EXIT_FATAL;
+		else if (WEXITSTATUS(ws) == EXIT_LOW_MEMORY)
+			low = 1;
+		else if (WEXITSTATUS(ws) && status == 0)
+			status = 1;
+	}
+	return low && status != DSEC_EXIT_FATAL ? EXIT_LOW_MEMORY : status;
+}
+
+static int drain(void)
+{
+	struct dsec_pool_entry *e;
+	struct dsec_err err = {0};
+	size_t n;
+	int status = 0;
+
+	if (dsec_pool_ready(&pool, &e, &n, 0, &err) < 0)
+		dsec_fatal(&err);
+	for (size_t i = 0; i < n; i++) {
+		int r = dsec_pool_retire(&paths, &pool, e[i].id, &err);
+
+		if (r < 0) {
+			dsec_err_print(&err);
+			status = 1;
+		} else if (r > 0) {
+			json_t *rec = json_pack("{s:s, s:s, s:s, s:b}", "id", e[i].id, "image",
+						pool.image, "pool", pool.key, "reaped", 1);
+
+			if (dsec_jsonl_emit(rec, &err) < 0)
+				status = DSEC_EXIT_FATAL;
+			json_decref(rec);
+		}
+	}
+	free(e);
+	return status;
+}
+
+/* Recycle ready sandboxes older than max_age; returns how many are left ready. */
+static long long recycle(uint64_t max_age)
+{
+	struct dsec_pool_entry *e;
+	struct dsec_err err = {0};
+	uint64_t now = dsec_wall_us();
+	size_t n;
+	long long left = 0, old = 0;
+
+	if (dsec_pool_ready(&pool, &e, &n, max_age > 0, &err) < 0)
+		dsec_fatal(&err);
+	for (size_t i = 0; i < n; i++) {
+		if (max_age && e[i].created_us + max_age <= now &&
+		    dsec_pool_retire(&paths, &pool, e[i].id, &err) != 0) {
+			old++;
+			continue;
+		}
+		left++;
+	}
+	free(e);
+	if (old)
+		dsec_infox("%s: recycled %lld ready sandboxes older than --max-age", pool.key, old);
+	return left;
+}
+
+static int list_one(const struct dsec_pool *p, void *ctx)
+{
+	struct dsec_err err;
+	json_t *rec = dsec_pool_record(p);
+	int r = dsec_jsonl_emit(rec, &err);
+
+	json_decref(rec);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	struct dsec_cli cli = {.help = usage};
+	struct dsec_err err = {0};
+	struct dsec_limits lim = {DSEC_DEFAULT_CPUS, DSEC_DEFAULT_MEMORY, DSEC_DEFAULT_PIDS,
+				  DSEC_DEFAULT_DISK};
+	enum dsec_net net = DSEC_NET_NONE;
+	const char *image = NULL, *min_free_s = NULL;
+	long long count = -1, jobs = 4, max_total = 0, ready, need, allowed, live;
+	uint64_t max_age = 0, u;
+	int c, wait = 0, drain_opt = 0, list = 0, runlock, plock, status;
+	char *end;
+
+	dsec_prog = "dsec-warm";
+	while ((c = getopt_long(argc, argv, "hVqvi:n:j:", longopts, NULL)) != -1) {
+		if (dsec_cli_common(&cli, c, optarg))
+			continue;
+		switch (c) {
+		case 'i':
+			if (!dsec_image_name_ok(optarg))
+				dsec_usage_error("--image '%s': not an image name", optarg);
+			image = optarg;
+			break;
+		case 'n':
+			if (dsec_parse_count(optarg, 0, 100000, &count, "--count", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case 'j':
+			if (dsec_parse_count(optarg, 1, 256, &jobs, "--jobs", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_CPUS:
+			errno = 0;
+			lim.cpus = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(lim.cpus) ||
+			    lim.cpus < 0.01 || lim.cpus > 4096)
+				dsec_usage_error("--cpus '%s': want a number from 0.01 to 4096",
+						 optarg);
+			break;
+		case OPT_MEMORY:
+			if (dsec_parse_size(optarg, 1ULL << 50, &lim.memory, "--memory", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			if (lim.memory < (4ULL << 20))
+				dsec_usage_error("--memory '%s': at least 4M", optarg);
+			break;
+		case OPT_PIDS:
+			if (dsec_parse_count(optarg, 2, 4194304, (long long *)&u, "--pids", &err) <
+			    0)
+				dsec_usage_error("%s", err.msg);
+			lim.pids = u;
+			break;
+		case OPT_DISK:
+			if (dsec_parse_size(optarg, 1ULL << 50, &lim.disk, "--disk", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			if (lim.disk < (1ULL << 20))
+				dsec_usage_error("--disk '%s': at least 1M", optarg);
+			break;
+		case OPT_NET:
+			if (!strcmp(optarg, "none"))
+				net = DSEC_NET_NONE;
+			else if (!strcmp(optarg, "host"))
+				net = DSEC_NET_HOST;
+			else
+				dsec_usage_error("--net '%s': want none or host", optarg);
+			break;
+		case OPT_MAX_AGE:
+			if (dsec_parse_duration(optarg, 3650ULL * 86400 * 1000000, &max_age,
+						"--max-age", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_MAX_TOTAL:
+			if (dsec_parse_count(optarg, 1, 10000000, &max_total, "--max-total", &err) <
+			    0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_MIN_FREE:
+			if (dsec_parse_size(optarg, 1ULL << 50, &min_free, "--min-free", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			min_free_s = optarg;
+			break;
+		case OPT_WAIT:
+			wait = 1;
+			break;
+		case OPT_DRAIN:
+			drain_opt = 1;
+			break;
+		case OPT_LIST:
+			list = 1;
+			break;
+		default:
+			dsec_usage_error("unknown option");
+		}
+	}
+	if (optind < argc)
+		dsec_usage_error("unexpected argument '%s'", argv[optind]);
+	dsec_cli_paths(&cli, &paths);
+	dsec_jsonl_init_output();
+	if (list) {
+		if (image || drain_opt || count >= 0)
+			dsec_usage_error("--list takes no pool");
+		if (dsec_pool_foreach(&paths, list_one, NULL, &err) < 0)
+			dsec_fatal(&err);
+		return dsec_cli_exit(DSEC_EXIT_OK);
+	}
+	if (!image)
+		dsec_usage_error("no --image");
+	if (drain_opt == (count >= 0))
+		dsec_usage_error("give one of --count and --drain");
+
+	dsec_pool_init(&pool, &paths, image, &lim, net);
+	/* shared, as dsec-spawn: the template namespace stays while we create */
+	runlock = dsec_run_lock(&paths, 0, &err);
+	if (runlock < 0)
+		dsec_fatal(&err);
+	if (dsec_pool_save(&pool, &err) < 0)
+		dsec_fatal(&err);
+	plock = dsec_pool_lock(&pool, wait, &err);
+	if (plock < 0) {
+		if (err.errnum == EWOULDBLOCK) {
+			dsec_infox("%s: another dsec-warm is at work on this pool", pool.key);
+			return dsec_cli_exit(DSEC_EXIT_OK);
+		}
+		dsec_fatal(&err);
+	}
+	if (drain_opt) {
+		status = drain();
+		close(plock);
+		if (dsec_pool_remove_if_empty(&pool, &err) < 0) {
+			dsec_err_print(&err);
+			status = status ? status : 1;
+		}
+		close(runlock);
+		return dsec_cli_exit(status);
+	}
+
+	if (dsec_pool_prune(&paths, &pool, &err) < 0)
+		dsec_fatal(&err);
+	ready = recycle(max_age);
+	need = count - ready;
+	if (need <= 0) {
+		dsec_infox("%s: %lld ready, nothing to make", pool.key, ready);
+		close(plock);
+		close(runlock);
+		return dsec_cli_exit(DSEC_EXIT_OK);
+	}
+	allowed = need;
+	live = 0;
+	if (max_total) {
+		live = dsec_pool_live(&paths, &err);
+		if (live < 0)
+			dsec_fatal(&err);
+		allowed = max_total > live ? max_total - live : 0;
+		if (allowed > need)
+			allowed = need;
+	}
+	status = allowed ? make_parallel(allowed, (int)jobs) : 0;
+	if (status == EXIT_LOW_MEMORY) {
+		dsec_errorx("%s: MemAvailable %llu MiB is below --min-free %s: not growing the "
+			    "pool",
+			    pool.key, (unsigned long long)(dsec_mem_available() >> 20), min_free_s);
+		status = DSEC_EXIT_FAILED;
+	} else if (allowed < need && status != DSEC_EXIT_FATAL) {
+		dsec_errorx("%s: --max-total %lld reached (%lld sandboxes live): made %lld of the "
+			    "%lld wanted",
+			    pool.key, max_total, live, allowed, need);
+		status = DSEC_EXIT_FAILED;
+	} else {
+		dsec_infox("%s: made %lld, %lld ready", pool.key, allowed, ready + allowed);
+	}
+	close(plock);
+	close(runlock);
+	return dsec_cli_exit(status);
+}
