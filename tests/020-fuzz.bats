@@ -29,3 +29,9 @@ fuzz_one() {
 @test "fuzz: seccomp profile parser and compiler" {
 	fuzz_one seccomp
 }
+
+@test "fuzz: archive importer (tar in any compression, OCI and docker archives)" {
+	fuzz_one import
+	run bash -c 'ls -d /tmp/dsec-fuzz.* 2>/dev/null'
+	[ -z "$output" ] || { echo "left: $output"; return 1; }
+}
