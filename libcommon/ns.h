@@ -14,7 +14,7 @@
  * CPU per spawn): each new memory cgroup allocates shrinker info sized by the number of
  * superblocks on the host (each sandbox adds 4: its tmpfs, which holds /dev too, overlay, proc,
  * devpts), and setting a CFS quota walks every cpu cgroup.
- * and setting a CFS quota walks every cpu cgroup.
+ *
  * TODO(issue 5): a user namespace per sandbox (root inside mapped to an unprivileged host range):
  * idmapped EROFS lowers attached in the template, the tmpfs and the overlay (userxattr) mounted
  * from inside the user namespace, /proc needing a fully visible proc in the template, and device
