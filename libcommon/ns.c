@@ -405,8 +405,9 @@ static int mkdir_maybe(const char *path, mode_t mode, struct dsec_err *err)
 	return 0;
 }
 
-/* /dev: its own small tmpfs (it also holds /dev/shm) with the usual nodes and a private devpts. */
-static int setup_dev(uint64_t disk, struct dsec_err *err)
+/* /dev, made on the sandbox's tmpfs (so it and /dev/shm count against --disk, and the sandbox
+ * costs no superblock more), bind-mounted onto the rootfs's /dev later. */
+static int make_dev(const char *dir, struct dsec_err *err)
 {
 	static const struct {
 		const char *name;
@@ -420,16 +421,9 @@ static int setup_dev(uint64_t disk, struct dsec_err *err)
 		     {"stdin", "/proc/self/fd/0"},
 		     {"stdout", "/proc/self/fd/1"},
 		     {"stderr", "/proc/self/fd/2"}};
-	char opts[64];
-	uint64_t size = disk < (64ULL << 20) ? disk : (64ULL << 20);
 
-	if (mkdir_maybe("/dev", 0755, err) < 0)
-		return -1;
-	snprintf(opts, sizeof(opts), "mode=0755,size=%llu", (unsigned long long)size);
-	if (mount("dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, opts) < 0)
-		return dsec_err_sys(err, "mount /dev");
-	if (chdir("/dev") < 0)
-		return dsec_err_sys(err, "chdir /dev");
+	if (mkdir(dir, 0755) < 0 || chdir(dir) < 0)
+		return dsec_err_sys(err, "mkdir '%s'", dir);
 	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
 		if (mknod_dev(nodes[i].name, nodes[i].maj, nodes[i].min, err) < 0)
 			return -1;
@@ -438,9 +432,6 @@ static int setup_dev(uint64_t disk, struct dsec_err *err)
 			return dsec_err_sys(err, "symlink /dev/%s", links[i].name);
 	if (mkdir("pts", 0755) < 0 || mkdir("shm", 01777) < 0 || chmod("shm", 01777) < 0)
 		return dsec_err_sys(err, "mkdir /dev/pts, /dev/shm");
-	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-		  "newinstance,ptmxmode=0666,mode=0620") < 0)
-		return dsec_err_sys(err, "mount /dev/pts");
 	if (chdir("/") < 0)
 		return dsec_err_sys(err, "chdir /");
 	return 0;
@@ -483,13 +474,23 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		return dsec_err_sys(err, "unshare mount and cgroup namespaces");
 	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%llu",
 		 (unsigned long long)spec->disk, (unsigned long long)inodes);
-	if (mount("dsec", "/sb", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+	/* not nodev: it holds /dev's nodes (the sandbox gets no CAP_MKNOD to add any) */
+	if (mount("dsec", "/sb", "tmpfs", MS_NOSUID, opts) < 0)
 		return dsec_err_sys(err, "mount tmpfs (--disk %llu)",
 				    (unsigned long long)spec->disk);
 	if (mkdir("/sb/u", 0755) < 0 || mkdir("/sb/w", 0700) < 0 || mkdir("/sb/r", 0755) < 0)
 		return dsec_err_sys(err, "mkdir in sandbox tmpfs");
+	if (make_dev("/sb/dev", err) < 0)
+		return -1;
 	if (mount("overlay", "/sb/r", "overlay", 0, spec->overlay_opts) < 0)
 		return dsec_err_sys(err, "mount overlay");
+	/* a symlink the image put at /dev can only lead into this namespace's template copy, which
+	 * holds nothing of the host */
+	if (mkdir_maybe("/sb/r/dev", 0755, err) < 0)
+		return -1;
+	if (mount("/sb/dev", "/sb/r/dev", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/sb/r/dev", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC, NULL) < 0)
+		return dsec_err_sys(err, "mount /dev");
 	/* the overlay becomes / of this namespace: nothing of the template stays reachable */
 	if (chdir("/sb/r") < 0)
 		return dsec_err_sys(err, "chdir rootfs");
@@ -503,8 +504,9 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		return -1;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return dsec_err_sys(err, "mount /proc");
-	if (setup_dev(spec->disk, err) < 0)
-		return -1;
+	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		return dsec_err_sys(err, "mount /dev/pts");
 	if (spec->hostname && sethostname(spec->hostname, strlen(spec->hostname)) < 0)
 		return dsec_err_sys(err, "sethostname '%s'", spec->hostname);
 	if (spec->loopback && loopback_up(err) < 0)

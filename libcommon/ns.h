@@ -8,7 +8,18 @@
  * its nsfs file on $DSEC_RUN/template/mnt, so it needs no process. A sandbox enters it, unshares a
  * copy (cost: a handful of mounts, whatever the number of sandboxes), mounts its tmpfs on /sb and
  * the overlay on /sb/r, moves the overlay onto / and chroots: no pivot_root per sandbox, nothing
- * above the root to escape to, and the host's mount table never changes. */
+ * above the root to escape to, and the host's mount table never changes.
+ *
+ * What still grows with the number of live sandboxes (measured, 10 vs 2,000 live: 5.2 vs 7.5 ms
+ * CPU per spawn): each new memory cgroup allocates shrinker info sized by the number of
+ * superblocks on the host (each sandbox adds 4: its tmpfs, which holds /dev too, overlay, proc,
+ * devpts), and setting a CFS quota walks every cpu cgroup.
+ *
+ * TODO(issue 5): a user namespace per sandbox (root inside mapped to an unprivileged host range):
+ * idmapped EROFS lowers attached in the template, the tmpfs and the overlay (userxattr) mounted
+ * from inside the user namespace, /proc needing a fully visible proc in the template, and device
+ * nodes bind-mounted instead of mknod. dsec_sandbox.userns and dsec_sandbox_nsflags() already
+ * carry it for dsec-exec. */
 #ifndef DSEC_NS_H
 #define DSEC_NS_H
 

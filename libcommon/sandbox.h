@@ -33,6 +33,8 @@
  * the sandbox's rootfs (the overlay is stacked on the namespace's root mount and setns follows
  * mounts down), so no chroot is needed; chdir("/") anyway. Join the cgroup with
  * dsec_cgroup_attach() or, on v2, clone3(CLONE_INTO_CGROUP) with dsec_cgroup_open() (cgroup.h).
+ * (dsec-spawn's own first process attaches itself by writing cgroup.procs, on v2 too: it runs on
+ * its own stack with CLONE_VM|CLONE_VFORK, for which glibc has only clone(), not clone3.)
  */
 #ifndef DSEC_SANDBOX_H
 #define DSEC_SANDBOX_H

@@ -141,7 +141,7 @@ EOF
 		dsec-spawn --image busybox -n 1000 >/dev/null 2>&1 &
 		sp=$!
 		sleep "$delay"
-		kill -9 "$sp"
+		kill -9 "$sp" 2>/dev/null || true
 		wait "$sp" || true
 		run dsec-reap --orphans
 		[ "$status" -eq 0 ]
@@ -163,8 +163,8 @@ EOF
 	mapfile -t parents < <(sb_cgroup_parents "$id")
 	dsec-reap --all >/dev/null 2>&1 &
 	rp=$!
-	sleep 0.05
-	kill -9 "$rp"
+	sleep 0.02
+	kill -9 "$rp" 2>/dev/null || true # it may have been quicker
 	wait "$rp" || true
 	# dead holders and half-removed state are orphans; the live rest goes with --all
 	run dsec-reap --orphans
