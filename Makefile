@@ -26,6 +26,7 @@ $(B)/lib/%.o: libcommon/%.c $(wildcard libcommon/*.h) | $(B)/lib
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(B)/libcommon.a: $(LIB_OBJ)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 $(B)/dsec-%: cmd/dsec-%.c $(B)/libcommon.a $(wildcard libcommon/*.h)
