@@ -25,11 +25,13 @@ enum {
 	DSEC_OPT_FIRST_TOOL, /* a tool numbers its own long-only options from here */
 };
 
-#define DSEC_COMMON_LONGOPTS                                                             \
-	{"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},          \
-		{"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},  \
-		{"root", required_argument, NULL, DSEC_OPT_ROOT},                        \
-		{"run", required_argument, NULL, DSEC_OPT_RUN}
+#define DSEC_COMMON_LONGOPTS                                                                       \
+	{"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},                     \
+	    {"quiet", no_argument, NULL, 'q'}, {"verbose", no_argument, NULL, 'v'},                \
+	    {"root", required_argument, NULL, DSEC_OPT_ROOT},                                      \
+	{                                                                                          \
+		"run", required_argument, NULL, DSEC_OPT_RUN                                       \
+	}
 
 struct dsec_cli {
 	const char *root_opt, *run_opt;

@@ -9,14 +9,14 @@
 #define DSEC_ERR_MSG_MAX 512
 
 struct dsec_err {
-	int errnum;                  /* errno-style code, 0 when none applies */
-	char msg[DSEC_ERR_MSG_MAX];  /* one line, lowercase, no trailing period */
+	int errnum;                 /* errno-style code, 0 when none applies */
+	char msg[DSEC_ERR_MSG_MAX]; /* one line, lowercase, no trailing period */
 };
 
 /* Fill err with errnum and a formatted message. Returns -1 always, so callers can write
  * `return dsec_err_set(err, errno, "...")`. Safe after fork (no allocation). */
 int dsec_err_set(struct dsec_err *err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Like dsec_err_set with errno and ": strerror(errno)" appended. Returns -1. */
 int dsec_err_sys(struct dsec_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

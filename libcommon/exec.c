@@ -48,8 +48,8 @@ struct exec_ctx {
 	const struct dsec_exec_spec *s;
 	int sock;
 	int procs[DSEC_CG_NCTRL + 1]; /* v1: cgroup.procs fds to write "0" into, -1 ends */
-	sigset_t ignored; /* signals the caller ignores (SIG_IGN survives exec) */
-	int devnull;      /* the host's /dev/null, for fds the spec leaves at -1 */
+	sigset_t ignored;             /* signals the caller ignores (SIG_IGN survives exec) */
+	int devnull;                  /* the host's /dev/null, for fds the spec leaves at -1 */
 };
 
 int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,

@@ -6,8 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-void dsec_jsonl_reader_init(struct dsec_jsonl_reader *r, FILE *f, const char *name,
-			    size_t max_line)
+void dsec_jsonl_reader_init(struct dsec_jsonl_reader *r, FILE *f, const char *name, size_t max_line)
 {
 	const char *env = getenv("DSEC_MAX_LINE");
 
@@ -91,22 +90,23 @@ int dsec_jsonl_next(struct dsec_jsonl_reader *r, json_t **out, struct dsec_err *
 		if (len == -3)
 			return dsec_err_sys(err, "%s:%lu: read", r->name, r->line + 1);
 		if (len == -2)
-			return dsec_err_set(err, E2BIG, "%s:%lu: line longer than %zu bytes", r->name,
-					    r->line, r->max_line);
+			return dsec_err_set(err, E2BIG, "%s:%lu: line longer than %zu bytes",
+					    r->name, r->line, r->max_line);
 		if (has_nul)
-			return dsec_err_set(err, EINVAL, "%s:%lu: NUL byte in line", r->name, r->line);
+			return dsec_err_set(err, EINVAL, "%s:%lu: NUL byte in line", r->name,
+					    r->line);
 		for (p = r->buf; *p == ' ' || *p == '\t' || *p == '\r'; p++)
 			;
 		if (!*p)
 			continue;
 		v = json_loadb(r->buf, (size_t)len, JSON_REJECT_DUPLICATES, &jerr);
 		if (!v)
-			return dsec_err_set(err, EINVAL, "%s:%lu: invalid JSON: %s", r->name, r->line,
-					    jerr.text);
+			return dsec_err_set(err, EINVAL, "%s:%lu: invalid JSON: %s", r->name,
+					    r->line, jerr.text);
 		if (!json_is_object(v)) {
 			json_decref(v);
-			return dsec_err_set(err, EINVAL, "%s:%lu: record is not a JSON object", r->name,
-					    r->line);
+			return dsec_err_set(err, EINVAL, "%s:%lu: record is not a JSON object",
+					    r->name, r->line);
 		}
 		*out = v;
 		return 1;

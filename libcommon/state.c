@@ -149,7 +149,8 @@ ssize_t dsec_read_file(int dirfd, const char *name, size_t max, char **out, stru
 			if (cap > max) {
 				free(buf);
 				close(fd);
-				return dsec_err_set(err, EFBIG, "'%s': larger than %zu bytes", name, max);
+				return dsec_err_set(err, EFBIG, "'%s': larger than %zu bytes", name,
+						    max);
 			}
 			cap *= 2;
 			nb = realloc(buf, cap);

@@ -19,13 +19,12 @@ int main(void)
 
 	ok(dsec_parse_size("512M", UINT64_MAX, &u, "--memory", &err) == 0 && u == 512ULL << 20,
 	   "512M");
-	ok(dsec_parse_size("1.5GiB", UINT64_MAX, &u, "--memory", &err) == 0 &&
-		   u == 3ULL << 29,
+	ok(dsec_parse_size("1.5GiB", UINT64_MAX, &u, "--memory", &err) == 0 && u == 3ULL << 29,
 	   "1.5GiB");
 	ok(dsec_parse_size("4096", UINT64_MAX, &u, "--disk", &err) == 0 && u == 4096, "bare bytes");
 	ok(dsec_parse_size("-1G", UINT64_MAX, &u, "--disk", &err) < 0, "negative refused");
 	ok(dsec_parse_size("12Q", UINT64_MAX, &u, "--disk", &err) < 0 &&
-		   strstr(err.msg, "--disk '12Q'"),
+	       strstr(err.msg, "--disk '12Q'"),
 	   "bad suffix names the option: %s", err.msg);
 	ok(dsec_parse_size("2T", 1ULL << 40, &u, "--disk", &err) < 0 && err.errnum == ERANGE,
 	   "over max refused");
