@@ -72,8 +72,6 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"warm-only", no_argument, NULL, OPT_WARM_ONLY},
 					 {NULL, 0, NULL, 0}};
 
-#define MAX_MEMORY (1ULL << 50)
-#define MAX_DISK (1ULL << 50)
 #define MAX_TTL_US (3650ULL * 86400 * 1000000)
 
 /* What a sandbox is asked to be; the options make the defaults, a record overrides them. */
@@ -87,28 +85,13 @@ struct spec {
 	json_t *labels; /* object */
 };
 
-static int parse_cpus(const char *s, double *out, struct dsec_err *err)
+/* The long name of option code c, for messages. */
+static const char *longopt_name(int c)
 {
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v < 0.01 || v > 4096)
-		return dsec_err_set(err, ERANGE, "--cpus '%s': want a number from 0.01 to 4096", s);
-	*out = v;
-	return 0;
-}
-
-static int parse_net(const char *s, enum dsec_net *out, struct dsec_err *err)
-{
-	if (!strcmp(s, "none"))
-		*out = DSEC_NET_NONE;
-	else if (!strcmp(s, "host"))
-		*out = DSEC_NET_HOST;
-	else
-		return dsec_err_set(err, EINVAL, "--net '%s': want none or host", s);
-	return 0;
+	for (const struct option *o = longopts; o->name; o++)
+		if (o->val == c)
+			return o->name;
+	return "?";
 }
 
 static int hostname_ok(const char *h)
@@ -132,18 +115,24 @@ static int kv_ok(const char *s)
 	return eq && eq != s;
 }
 
-/* A size or duration member: a number, or a string with a unit. */
-static int member_size(json_t *v, const char *what, uint64_t max, uint64_t *out,
-		       struct dsec_err *err)
+/* A limit member of a spec record: a number (bytes, CPUs, tasks) or a string with a unit,
+ * parsed and bounded like the option of the same name. */
+static int member_limit(json_t *rec, const char *name, struct spec *s, struct dsec_err *err)
 {
-	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
-	    (uint64_t)json_integer_value(v) <= max) {
-		*out = (uint64_t)json_integer_value(v);
+	json_t *v = json_object_get(rec, name);
+	char buf[64];
+
+	if (!v)
 		return 0;
-	}
-	if (json_is_string(v))
-		return dsec_parse_size(json_string_value(v), max, out, what, err);
-	return dsec_err_set(err, EINVAL, "'%s': want a size", what);
+	if (json_is_integer(v))
+		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	else if (json_is_real(v))
+		snprintf(buf, sizeof(buf), "%.17g", json_real_value(v));
+	else if (json_is_string(v))
+		return dsec_limit_parse(name, json_string_value(v), 0, &s->lim, &s->net, err);
+	else
+		return dsec_err_set(err, EINVAL, "'%s': want a number or a string", name);
+	return dsec_limit_parse(name, buf, 0, &s->lim, &s->net, err);
 }
 
 /* Apply a spec record's keys on top of the defaults in s. s->env and s->labels must be the
@@ -158,27 +147,10 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 			return dsec_err_set(err, EINVAL, "'image': want a string");
 		s->image = json_string_value(v);
 	}
-	if ((v = json_object_get(rec, "cpus"))) {
-		if (!json_is_number(v) || json_number_value(v) < 0.01 ||
-		    json_number_value(v) > 4096)
-			return dsec_err_set(err, ERANGE, "'cpus': want a number from 0.01 to 4096");
-		s->lim.cpus = json_number_value(v);
-	}
-	if ((v = json_object_get(rec, "memory")) &&
-	    member_size(v, "memory", MAX_MEMORY, &s->lim.memory, err) < 0)
+	if (member_limit(rec, "cpus", s, err) < 0 || member_limit(rec, "memory", s, err) < 0 ||
+	    member_limit(rec, "disk", s, err) < 0 || member_limit(rec, "pids", s, err) < 0 ||
+	    member_limit(rec, "net", s, err) < 0)
 		return -1;
-	if ((v = json_object_get(rec, "disk")) &&
-	    member_size(v, "disk", MAX_DISK, &s->lim.disk, err) < 0)
-		return -1;
-	if ((v = json_object_get(rec, "pids"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 2 ||
-		    json_integer_value(v) > 4194304)
-			return dsec_err_set(err, ERANGE, "'pids': want a count from 2 to 4194304");
-		s->lim.pids = (uint64_t)json_integer_value(v);
-	}
-	if ((v = json_object_get(rec, "net")) &&
-	    (!json_is_string(v) || parse_net(json_string_value(v), &s->net, err) < 0))
-		return dsec_err_set(err, EINVAL, "'net': want \"none\" or \"host\"");
 	if ((v = json_object_get(rec, "ttl"))) {
 		if (json_is_number(v) && json_number_value(v) >= 0 &&
 		    json_number_value(v) * 1e6 <= (double)MAX_TTL_US)
@@ -355,7 +327,6 @@ int main(int argc, char **argv)
 	def.env = json_array();
 	def.labels = json_object();
 	while ((c = getopt_long(argc, argv, "hVqvi:n:", longopts, NULL)) != -1) {
-		uint64_t u;
 		char *eq;
 
 		if (dsec_cli_common(&cli, c, optarg))
@@ -371,31 +342,12 @@ int main(int argc, char **argv)
 				dsec_usage_error("%s", err.msg);
 			break;
 		case OPT_CPUS:
-			if (parse_cpus(optarg, &def.lim.cpus, &err) < 0)
-				dsec_usage_error("%s", err.msg);
-			break;
 		case OPT_MEMORY:
-			if (dsec_parse_size(optarg, MAX_MEMORY, &u, "--memory", &err) < 0)
-				dsec_usage_error("%s", err.msg);
-			if (u < (4ULL << 20))
-				dsec_usage_error("--memory '%s': at least 4M", optarg);
-			def.lim.memory = u;
-			break;
 		case OPT_PIDS:
-			if (dsec_parse_count(optarg, 2, 4194304, (long long *)&u, "--pids", &err) <
-			    0)
-				dsec_usage_error("%s", err.msg);
-			def.lim.pids = u;
-			break;
 		case OPT_DISK:
-			if (dsec_parse_size(optarg, MAX_DISK, &u, "--disk", &err) < 0)
-				dsec_usage_error("%s", err.msg);
-			if (u < (1ULL << 20))
-				dsec_usage_error("--disk '%s': at least 1M", optarg);
-			def.lim.disk = u;
-			break;
 		case OPT_NET:
-			if (parse_net(optarg, &def.net, &err) < 0)
+			if (dsec_limit_parse(longopt_name(c), optarg, 1, &def.lim, &def.net, &err) <
+			    0)
 				dsec_usage_error("%s", err.msg);
 			break;
 		case OPT_TTL:

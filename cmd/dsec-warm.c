@@ -237,9 +237,9 @@ int main(int argc, char **argv)
 	enum dsec_net net = DSEC_NET_NONE;
 	const char *image = NULL, *min_free_s = NULL;
 	long long count = -1, jobs = 4, max_total = 0, ready, need, allowed, live;
-	uint64_t max_age = 0, u;
+	uint64_t max_age = 0;
 	int c, wait = 0, drain_opt = 0, list = 0, runlock, plock, status;
-	char *end;
+	const struct option *o;
 
 	dsec_prog = "dsec-warm";
 	while ((c = getopt_long(argc, argv, "hVqvi:n:j:", longopts, NULL)) != -1) {
@@ -260,38 +260,14 @@ int main(int argc, char **argv)
 				dsec_usage_error("%s", err.msg);
 			break;
 		case OPT_CPUS:
-			errno = 0;
-			lim.cpus = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !isfinite(lim.cpus) ||
-			    lim.cpus < 0.01 || lim.cpus > 4096)
-				dsec_usage_error("--cpus '%s': want a number from 0.01 to 4096",
-						 optarg);
-			break;
 		case OPT_MEMORY:
-			if (dsec_parse_size(optarg, 1ULL << 50, &lim.memory, "--memory", &err) < 0)
-				dsec_usage_error("%s", err.msg);
-			if (lim.memory < (4ULL << 20))
-				dsec_usage_error("--memory '%s': at least 4M", optarg);
-			break;
 		case OPT_PIDS:
-			if (dsec_parse_count(optarg, 2, 4194304, (long long *)&u, "--pids", &err) <
-			    0)
-				dsec_usage_error("%s", err.msg);
-			lim.pids = u;
-			break;
 		case OPT_DISK:
-			if (dsec_parse_size(optarg, 1ULL << 50, &lim.disk, "--disk", &err) < 0)
-				dsec_usage_error("%s", err.msg);
-			if (lim.disk < (1ULL << 20))
-				dsec_usage_error("--disk '%s': at least 1M", optarg);
-			break;
 		case OPT_NET:
-			if (!strcmp(optarg, "none"))
-				net = DSEC_NET_NONE;
-			else if (!strcmp(optarg, "host"))
-				net = DSEC_NET_HOST;
-			else
-				dsec_usage_error("--net '%s': want none or host", optarg);
+			for (o = longopts; o->name && o->val != c; o++)
+				;
+			if (dsec_limit_parse(o->name, optarg, 1, &lim, &net, &err) < 0)
+				dsec_usage_error("%s", err.msg);
 			break;
 		case OPT_MAX_AGE:
 			if (dsec_parse_duration(optarg, 3650ULL * 86400 * 1000000, &max_age,

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -35,6 +36,49 @@ struct clone_args_v2 {
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif
+
+int dsec_limit_parse(const char *name, const char *val, int opt, struct dsec_limits *l,
+		     enum dsec_net *net, struct dsec_err *err)
+{
+	char what[32];
+	long long n;
+	uint64_t u;
+	double d;
+	char *end;
+
+	snprintf(what, sizeof(what), opt ? "--%s" : "'%s'", name);
+	if (!strcmp(name, "cpus")) {
+		errno = 0;
+		d = strtod(val, &end);
+		if (errno || end == val || *end || !isfinite(d) || d < 0.01 || d > 4096)
+			return dsec_err_set(err, ERANGE, "%s '%s': want a number from 0.01 to 4096",
+					    what, val);
+		l->cpus = d;
+	} else if (!strcmp(name, "memory") || !strcmp(name, "disk")) {
+		uint64_t min = name[0] == 'm' ? 4ULL << 20 : 1ULL << 20;
+
+		if (dsec_parse_size(val, 1ULL << 50, &u, what, err) < 0)
+			return -1;
+		if (u < min)
+			return dsec_err_set(err, ERANGE, "%s '%s': at least %lluM", what, val,
+					    (unsigned long long)(min >> 20));
+		*(name[0] == 'm' ? &l->memory : &l->disk) = u;
+	} else if (!strcmp(name, "pids")) {
+		if (dsec_parse_count(val, 2, 4194304, &n, what, err) < 0)
+			return -1;
+		l->pids = (uint64_t)n;
+	} else if (!strcmp(name, "net") && net) {
+		if (!strcmp(val, "none"))
+			*net = DSEC_NET_NONE;
+		else if (!strcmp(val, "host"))
+			*net = DSEC_NET_HOST;
+		else
+			return dsec_err_set(err, EINVAL, "%s '%s': want none or host", what, val);
+	} else {
+		return dsec_err_set(err, EINVAL, "%s: not a limit", what);
+	}
+	return 0;
+}
 
 int dsec_sandbox_id_ok(const char *id)
 {

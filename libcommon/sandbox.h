@@ -106,6 +106,13 @@ struct dsec_sandbox {
 	char dir[PATH_MAX]; /* $DSEC_RUN/sandboxes/<id> */
 };
 
+/* Set one resource limit from its text form, as an option or a spec record gives it: name is
+ * "cpus" (0.01..4096), "memory" (4M..1P), "pids" (2..4194304), "disk" (1M..1P) or "net"
+ * (none|host; net may be NULL for the others). Every tool parses limits here, so the bounds are
+ * the same everywhere. The message names "--NAME" when opt is set, else "'NAME'". 0 or -1. */
+int dsec_limit_parse(const char *name, const char *val, int opt, struct dsec_limits *l,
+		     enum dsec_net *net, struct dsec_err *err);
+
 /* Is id a well-formed sandbox id ("sb-" + lowercase hex, no '/' or dots)? 1 or 0. */
 int dsec_sandbox_id_ok(const char *id);
 

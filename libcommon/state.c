@@ -357,11 +357,11 @@ int dsec_parse_count(const char *s, long long min, long long max, long long *out
 		goto bad;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno == ERANGE || (v < min || v > max))
+	if (end == s || *end)
+		goto bad;
+	if (errno == ERANGE || v < min || v > max)
 		return dsec_err_set(err, ERANGE, "%s '%s': out of range %lld..%lld", what, s, min,
 				    max);
-	if (errno || *end)
-		goto bad;
 	*out = v;
 	return 0;
 bad:
