@@ -190,6 +190,9 @@ int main(int argc, char **argv)
 		close(lock);
 		return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
 	}
+	/* no run dir: nothing to reap, and nothing to create (it would be left behind) */
+	if ((all || expired) && access(paths.run, F_OK) < 0 && errno == ENOENT)
+		return dsec_cli_exit(DSEC_EXIT_OK);
 	lock = dsec_run_lock(&paths, 0, &err);
 	if (lock < 0)
 		dsec_fatal(&err);

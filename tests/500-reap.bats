@@ -204,3 +204,9 @@ EOF
 	man=$(grep '^\.It' "$TOP/man/dsec-reap.1" | grep -oE 'Fl \\-[a-z-]+' | sed 's/Fl \\-/--/' | sort -u)
 	[ "$help" = "$man" ] || { diff <(echo "$help") <(echo "$man"); false; }
 }
+
+@test "reap --all on a run dir that does not exist creates nothing" {
+	run env DSEC_RUN="$TESTDIR/no-such-run" dsec-reap --all
+	[ "$status" -eq 0 ]
+	[ ! -e "$TESTDIR/no-such-run" ]
+}
