@@ -441,14 +441,35 @@ static int rmdir_retry(const char *dir, struct dsec_err *err)
 	return dsec_err_sys(err, "rmdir cgroup '%s'", dir);
 }
 
+/* Remove a sandbox's cgroup dir and the per-exec cgroups below it (exec-*), which a dsec-exec
+ * killed during a timed command leaves behind. Their processes died with the holder. */
+static int rmdir_tree(const char *dir, struct dsec_err *err)
+{
+	char sub[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int rc = 0;
+
+	if (d) {
+		while ((de = readdir(d)))
+			if (de->d_type == DT_DIR && !strncmp(de->d_name, "exec-", 5)) {
+				snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+				if (rmdir_retry(sub, err) < 0)
+					rc = -1;
+			}
+		closedir(d);
+	}
+	return rmdir_retry(dir, err) < 0 ? -1 : rc;
+}
+
 int dsec_cgroup_remove(const struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	int rc = 0;
 
 	if (sb->cg.version == 2)
-		return sb->cg.v2[0] ? rmdir_retry(sb->cg.v2, err) : 0;
+		return sb->cg.v2[0] ? rmdir_tree(sb->cg.v2, err) : 0;
 	for (int c = 0; c < DSEC_CG_NCTRL; c++)
-		if (sb->cg.v1[c][0] && rmdir_retry(sb->cg.v1[c], err) < 0)
+		if (sb->cg.v1[c][0] && rmdir_tree(sb->cg.v1[c], err) < 0)
 			rc = -1;
 	return rc;
 }

@@ -210,3 +210,17 @@ EOF
 	[ "$status" -eq 0 ]
 	[ ! -e "$TESTDIR/no-such-run" ]
 }
+
+@test "reap removes the per-exec cgroup a killed dsec-exec left behind" {
+	id=$(dsec-spawn --image busybox | jq -r .id)
+	dsec-exec --timeout 60 "$id" -- sleep 100 &
+	pid=$!
+	sleep 1
+	cg=$(jq -r '.cgroup | if .version == 2 then .path else .paths.pids end' "$DSEC_RUN/sandboxes/$id/sandbox.json")
+	ls -d "$cg"/exec-* >/dev/null || { echo "no per-exec cgroup under $cg"; kill -9 "$pid"; return 1; }
+	kill -9 "$pid"
+	wait "$pid" || true
+	run dsec-reap "$id"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ ! -e "$cg" ] || { echo "left: $(ls -R "$cg")"; return 1; }
+}
