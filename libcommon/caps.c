@@ -21,25 +21,6 @@ static const cap_value_t docker_default[] = {
     CAP_SETFCAP, CAP_SETPCAP,      CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
     CAP_KILL,    CAP_AUDIT_WRITE};
 
-/* As in seccomp.c: a message without printf or strerror, for the forked child. Returns -1. */
-static int fail_nolocale(struct dsec_err *err, const char *what, int errnum)
-{
-	const char *desc = strerrordesc_np(errnum), *p;
-	size_t n = 0;
-
-	if (!err)
-		return -1;
-	err->errnum = errnum;
-	for (p = what; *p && n < sizeof(err->msg) - 1; p++)
-		err->msg[n++] = *p;
-	for (p = ": "; *p && n < sizeof(err->msg) - 1; p++)
-		err->msg[n++] = *p;
-	for (p = desc ? desc : "unknown error"; *p && n < sizeof(err->msg) - 1; p++)
-		err->msg[n++] = *p;
-	err->msg[n] = '\0';
-	return -1;
-}
-
 static int parse_list(const char *list, uint64_t *keep, struct dsec_err *err)
 {
 	char name[64], full[72];
@@ -115,7 +96,7 @@ int dsec_caps_apply(const struct dsec_caps *caps, struct dsec_err *err)
 	cap_value_t c;
 
 	if (!caps || !caps->sets)
-		return fail_nolocale(err, "drop capabilities: not prepared", EINVAL);
+		return dsec_err_nolocale(err, "drop capabilities: not prepared", EINVAL);
 	/* The bounding set first, while CAP_SETPCAP is surely still effective. One system call
 	 * per capability and no probing first: each costs microseconds in some VMs. */
 	for (c = 0; c <= caps->last; c++) {
@@ -124,13 +105,14 @@ int dsec_caps_apply(const struct dsec_caps *caps, struct dsec_err *err)
 		if (errno == EINVAL) /* beyond this kernel's capabilities */
 			continue;
 		if (errno != EPERM || cap_get_bound(c) != 0) /* EPERM: fine if already gone */
-			return fail_nolocale(err, "drop capability from the bounding set", errno);
+			return dsec_err_nolocale(err, "drop capability from the bounding set",
+						 errno);
 	}
 	/* directly, not cap_reset_ambient, which reads every capability first */
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-		return fail_nolocale(err, "clear ambient capabilities", errno);
+		return dsec_err_nolocale(err, "clear ambient capabilities", errno);
 	if (cap_set_proc(caps->sets) < 0)
-		return fail_nolocale(err, "set capabilities", errno);
+		return dsec_err_nolocale(err, "set capabilities", errno);
 	return 0;
 }
 

@@ -38,6 +38,24 @@ int dsec_err_sys(struct dsec_err *err, const char *fmt, ...)
 	return -1;
 }
 
+int dsec_err_nolocale(struct dsec_err *err, const char *what, int errnum)
+{
+	const char *desc = strerrordesc_np(errnum), *p;
+	size_t n = 0;
+
+	if (!err)
+		return -1;
+	err->errnum = errnum;
+	for (p = what; *p && n < sizeof(err->msg) - 1; p++)
+		err->msg[n++] = *p;
+	for (p = ": "; *p && n < sizeof(err->msg) - 1; p++)
+		err->msg[n++] = *p;
+	for (p = desc ? desc : "unknown error"; *p && n < sizeof(err->msg) - 1; p++)
+		err->msg[n++] = *p;
+	err->msg[n] = '\0';
+	return -1;
+}
+
 int dsec_err_wrap(struct dsec_err *err, const char *fmt, ...)
 {
 	char ctx[DSEC_ERR_MSG_MAX], old[DSEC_ERR_MSG_MAX];

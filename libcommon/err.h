@@ -21,6 +21,10 @@ int dsec_err_set(struct dsec_err *err, int errnum, const char *fmt, ...)
 /* Like dsec_err_set with errno and ": strerror(errno)" appended. Returns -1. */
 int dsec_err_sys(struct dsec_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Like dsec_err_sys with errnum, "what: description", built without printf or strerror (their
+ * locale machinery may lock): for a forked child. Returns -1. */
+int dsec_err_nolocale(struct dsec_err *err, const char *what, int errnum);
+
 /* Prefix the message with context ("context: old message"). Returns -1. */
 int dsec_err_wrap(struct dsec_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -125,27 +125,6 @@ static const struct {
 	     {"file_getattr", 468},
 	     {"file_setattr", 469}};
 
-/* An error message built without printf or strerror (their locale machinery may lock), for the
- * forked child. Returns -1. */
-static int fail_nolocale(struct dsec_err *err, const char *what, int errnum)
-{
-	const char *desc = strerrordesc_np(errnum);
-	size_t n = 0;
-	const char *p;
-
-	if (!err)
-		return -1;
-	err->errnum = errnum;
-	for (p = what; *p && n < sizeof(err->msg) - 1; p++)
-		err->msg[n++] = *p;
-	for (p = ": "; *p && n < sizeof(err->msg) - 1; p++)
-		err->msg[n++] = *p;
-	for (p = desc ? desc : "unknown error"; *p && n < sizeof(err->msg) - 1; p++)
-		err->msg[n++] = *p;
-	err->msg[n] = '\0';
-	return -1;
-}
-
 /* The number of a system call by name, or __NR_SCMP_ERROR when neither libseccomp nor the
  * table above knows it. */
 static int resolve(const char *name)
@@ -792,15 +771,15 @@ int dsec_seccomp_prepare(const char *path, struct dsec_seccomp **out, struct dse
 int dsec_seccomp_apply(const struct dsec_seccomp *sc, struct dsec_err *err)
 {
 	if (!sc || !sc->prog.filter)
-		return fail_nolocale(err, "load seccomp filter: no filter", EINVAL);
+		return dsec_err_nolocale(err, "load seccomp filter: no filter", EINVAL);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return fail_nolocale(err, "set no_new_privs", errno);
+		return dsec_err_nolocale(err, "set no_new_privs", errno);
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sc->prog) == 0)
 		return 0;
 	if (errno == ENOSYS &&
 	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, (unsigned long)&sc->prog, 0, 0) == 0)
 		return 0;
-	return fail_nolocale(err, "load seccomp filter", errno);
+	return dsec_err_nolocale(err, "load seccomp filter", errno);
 }
 
 size_t dsec_seccomp_insns(const struct dsec_seccomp *sc)
