@@ -40,14 +40,7 @@ static int failed, out_gone;
 
 static void emit(json_t *rec)
 {
-	struct dsec_err err;
-
-	if (!out_gone && dsec_jsonl_emit(rec, &err) < 0) {
-		out_gone = 1;
-		if (err.errnum != EPIPE)
-			dsec_err_print(&err);
-	}
-	json_decref(rec);
+	dsec_jsonl_put(rec, &out_gone);
 }
 
 /* Bytes used on the sandbox's writable layer. statfs of its root (the overlay reports its

@@ -48,14 +48,7 @@ static int failed, out_gone;
 /* Emit rec (consumed). Remembers a gone reader: the rest is still reaped, silently. */
 static void emit(json_t *rec)
 {
-	struct dsec_err err;
-
-	if (!out_gone && dsec_jsonl_emit(rec, &err) < 0) {
-		out_gone = 1;
-		if (err.errnum != EPIPE)
-			dsec_err_print(&err);
-	}
-	json_decref(rec);
+	dsec_jsonl_put(rec, &out_gone);
 }
 
 /* Reap sandbox id and put the outcome into rec (consumed, emitted). */

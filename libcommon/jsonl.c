@@ -127,6 +127,18 @@ int dsec_jsonl_emit(json_t *rec, struct dsec_err *err)
 	return 0;
 }
 
+void dsec_jsonl_put(json_t *rec, int *gone)
+{
+	struct dsec_err err;
+
+	if (!*gone && dsec_jsonl_emit(rec, &err) < 0) {
+		*gone = 1;
+		if (err.errnum != EPIPE)
+			dsec_err_print(&err);
+	}
+	json_decref(rec);
+}
+
 json_t *dsec_jsonl_set_error(json_t *rec, const struct dsec_err *err, const char *tool)
 {
 	json_object_set_new(rec, "error", dsec_err_json(err, tool));

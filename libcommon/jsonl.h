@@ -34,6 +34,11 @@ int dsec_jsonl_next(struct dsec_jsonl_reader *r, json_t **out, struct dsec_err *
  * write failed (EPIPE: the reader has gone). */
 int dsec_jsonl_emit(json_t *rec, struct dsec_err *err);
 
+/* Emit rec and release it. Once a write failed, *gone is set and later records are dropped
+ * silently (the caller goes on with its work: a reaper still reaps); the failure is reported on
+ * stderr unless it is EPIPE (the reader has simply gone). */
+void dsec_jsonl_put(json_t *rec, int *gone);
+
 /* Add "error":{tool,errno,msg} to rec (replacing an older one) and return rec. */
 json_t *dsec_jsonl_set_error(json_t *rec, const struct dsec_err *err, const char *tool);
 
