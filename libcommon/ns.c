@@ -99,6 +99,20 @@ static void template_child(const char *tdir, int sync)
 		dsec_err_sys(&err, "pivot_root into template");
 		goto fail;
 	}
+	/* /s: the host's sysfs, read-only, without what is mounted below it (debugfs, cgroups…) */
+	if (mkdir("/s", 0755) < 0 || mount("/old/sys", "/s", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/s", NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+		dsec_err_sys(&err, "bind sysfs into template");
+		goto fail;
+	}
+	/* /m: empty and read-only, bound over what a sandbox must not see */
+	if (mkdir("/m", 0555) < 0 || mount("/m", "/m", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/m", NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+		dsec_err_sys(&err, "make mask dir in template");
+		goto fail;
+	}
 	if (umount2("/old", MNT_DETACH) < 0 || rmdir("/old") < 0) {
 		dsec_err_sys(&err, "detach host mounts");
 		goto fail;
@@ -116,6 +130,40 @@ fail:
 	if (write(sync, &err, sizeof(err)) < 0)
 		_exit(1);
 	_exit(1);
+}
+
+/* The id mapping of a new template: dsec's range, or none when $DSEC_USERNS is 0. */
+static int write_idmap(const struct dsec_paths *p, struct dsec_err *err)
+{
+	struct dsec_idmap m = {0};
+	const char *e = getenv("DSEC_USERNS");
+	char file[PATH_MAX], buf[64];
+	int n;
+
+	if (!(e && !strcmp(e, "0")) && dsec_userns_range(&m, err) < 0)
+		return dsec_err_wrap(err, "user namespace id range");
+	template_dir(p, file, NULL);
+	n = snprintf(buf, sizeof(buf), "%u %u %u\n", (unsigned)m.uid, (unsigned)m.gid, m.count);
+	return dsec_write_atomic(AT_FDCWD, strcat(file, "/userns"), buf, (size_t)n, 0600, 0, err);
+}
+
+int dsec_template_idmap(const struct dsec_paths *p, struct dsec_idmap *m, struct dsec_err *err)
+{
+	char file[PATH_MAX], *s = NULL;
+	unsigned u, g, c;
+
+	template_dir(p, file, "userns");
+	if (dsec_read_file(AT_FDCWD, file, 64, &s, err) < 0)
+		return -1;
+	if (sscanf(s, "%u %u %u", &u, &g, &c) != 3 || (c && (!u || !g))) {
+		free(s);
+		return dsec_err_set(err, EINVAL, "'%s': not \"UID GID COUNT\"", file);
+	}
+	free(s);
+	m->uid = u;
+	m->gid = g;
+	m->count = c;
+	return 0;
 }
 
 static int template_create(const struct dsec_paths *p, struct dsec_err *err)
@@ -159,6 +207,8 @@ static int template_create(const struct dsec_paths *p, struct dsec_err *err)
 		dsec_err_wrap(err, "template");
 		goto out;
 	}
+	if (write_idmap(p, err) < 0)
+		goto out;
 	snprintf(nspath, sizeof(nspath), "/proc/%d/ns/mnt", (int)pid);
 	if (mount(nspath, pin, NULL, MS_BIND, NULL) < 0) {
 		dsec_err_sys(err, "pin template namespace on '%s'", pin);
@@ -172,14 +222,26 @@ out:
 	return rc;
 }
 
+/* Made by this dsec (it records its id mapping), not an older one without /s, /m and idmaps?
+ * Live sandboxes of an older template keep their copy when it is replaced. */
+static int current(const struct dsec_paths *p)
+{
+	char file[PATH_MAX];
+
+	template_dir(p, file, "userns");
+	return access(file, F_OK) == 0;
+}
+
 int dsec_template_open(const struct dsec_paths *p, struct dsec_err *err)
 {
 	char lock[PATH_MAX];
 	int fd, lfd;
 
 	fd = open_pin(p);
-	if (fd >= 0)
+	if (fd >= 0 && current(p))
 		return fd;
+	if (fd >= 0)
+		close(fd);
 	if (dsec_mkdir_p(p->run, 0755, err) < 0)
 		return -1;
 	snprintf(lock, sizeof(lock), "%s/template.lock", p->run);
@@ -187,6 +249,10 @@ int dsec_template_open(const struct dsec_paths *p, struct dsec_err *err)
 	if (lfd < 0)
 		return -1;
 	fd = open_pin(p);
+	if (fd >= 0 && !current(p)) {
+		close(fd);
+		fd = -1;
+	}
 	if (fd < 0 && template_create(p, err) == 0) {
 		fd = open_pin(p);
 		if (fd < 0)
@@ -236,15 +302,30 @@ static void layer_mnt_name(const char *layer_id, char *buf, size_t n)
 }
 
 /* Helper process: detached mounts made here, then attached inside the template. */
-static void layers_child(const struct dsec_image *img, const int *need, int tmplfd, int out)
+static void layers_child(const struct dsec_image *img, const int *need, int tmplfd,
+			 const struct dsec_idmap *map, int out)
 {
 	struct dsec_err err = {0};
-	int fds[DSEC_MAX_LAYERS];
+	int fds[DSEC_MAX_LAYERS], usfd = -1;
 
+	if (map->count && (usfd = dsec_userns_fd(map, &err)) < 0)
+		goto fail;
 	for (unsigned i = 0; i < img->n; i++) {
+		struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP,
+					  .userns_fd = (unsigned)usfd};
+
 		fds[i] = -1;
 		if (need[i] && (fds[i] = layer_mount_fd(&img->layer[i], &err)) < 0)
 			goto fail;
+		if (fds[i] >= 0 && usfd >= 0 &&
+		    mount_setattr(fds[i], "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+			dsec_err_sys(
+			    &err,
+			    "idmap layer '%s' (its filesystem may not support idmapped "
+			    "mounts; DSEC_USERNS=0 runs sandboxes without user namespaces)",
+			    img->layer[i].id);
+			goto fail;
+		}
 	}
 	if (setns(tmplfd, CLONE_NEWNS) < 0) {
 		dsec_err_sys(&err, "enter template");
@@ -281,6 +362,7 @@ int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct ds
 	char dir[PATH_MAX], lock[PATH_MAX], marker[PATH_MAX];
 	int need[DSEC_MAX_LAYERS], nneed = 0, lfd, pfd[2], status, rc = -1;
 	struct dsec_err cerr;
+	struct dsec_idmap map;
 	pid_t pid;
 
 	template_dir(p, dir, "layers");
@@ -305,7 +387,7 @@ int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct ds
 		close(lfd);
 		return 0;
 	}
-	if (dsec_mkdir_p(dir, 0700, err) < 0)
+	if (dsec_mkdir_p(dir, 0700, err) < 0 || dsec_template_idmap(p, &map, err) < 0)
 		goto out;
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		dsec_err_sys(err, "pipe");
@@ -320,7 +402,7 @@ int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct ds
 	}
 	if (pid == 0) {
 		close(pfd[0]);
-		layers_child(img, need, tmplfd, pfd[1]);
+		layers_child(img, need, tmplfd, &map, pfd[1]);
 	}
 	close(pfd[1]);
 	if (read_full(pfd[0], &cerr, sizeof(cerr)) == sizeof(cerr)) {
@@ -460,10 +542,77 @@ static int loopback_up(struct dsec_err *err)
 	return 0;
 }
 
+/* What /proc and /sys hide: /dev/null over files, the template's empty /m over dirs, read-only
+ * binds over what may stay readable. Paths the kernel lacks are skipped. */
+static const char *const proc_null[] = {
+    "/proc/kcore",       "/proc/keys",        "/proc/key-users",     "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/latency_stats", "/proc/kpagecgroup",
+    "/proc/kpageflags",  "/proc/kpagecount",  "/proc/kmsg",          "/proc/kallsyms",
+    "/proc/vmallocinfo", "/proc/pagetypeinfo"};
+static const char *const dir_mask[] = {"/proc/acpi",
+				       "/proc/scsi",
+				       "/proc/asound",
+				       "/proc/driver",
+				       "/sys/firmware",
+				       "/sys/devices/virtual/powercap",
+				       "/sys/kernel/mm/page_idle"};
+static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
+				      "/proc/fs"};
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static int bind_ro(const char *path, struct dsec_err *err)
+{
+	if (mount(path, path, NULL, MS_BIND, NULL) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return dsec_err_sys(err, "bind '%s'", path);
+	}
+	if (mount(NULL, path, NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return dsec_err_sys(err, "make '%s' read-only", path);
+	return 0;
+}
+
+/* Attach a detached mount (from open_tree) at path without following a symlink there. */
+static int attach(int fd, const char *path, struct dsec_err *err)
+{
+	if (move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0 && errno != ENOENT)
+		return dsec_err_sys(err, "mount on '%s'", path);
+	return 0;
+}
+
+static int ping_group(const struct dsec_idmap *m, struct dsec_err *err)
+{
+	int fd = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	char buf[48];
+	int n;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : dsec_err_sys(err, "open ping_group_range");
+	n = m->count ? snprintf(buf, sizeof(buf), "%u %u", (unsigned)m->gid,
+				(unsigned)(m->gid + m->count - 1))
+		     : snprintf(buf, sizeof(buf), "0 2147483647");
+	if (write(fd, buf, (size_t)n) != n) {
+		dsec_err_sys(err, "write ping_group_range");
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int own(const char *path, const struct dsec_idmap *m, struct dsec_err *err)
+{
+	if (m->count && chown(path, m->uid, m->gid) < 0)
+		return dsec_err_sys(err, "chown '%s'", path);
+	return 0;
+}
+
 int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 {
-	char opts[128];
+	char opts[160];
 	uint64_t inodes = spec->disk / 4096;
+	int sysfd, masks[NELEM(dir_mask)];
 
 	if (inodes < 16384)
 		inodes = 16384;
@@ -480,7 +629,11 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 				    (unsigned long long)spec->disk);
 	if (mkdir("/sb/u", 0755) < 0 || mkdir("/sb/w", 0700) < 0 || mkdir("/sb/r", 0755) < 0)
 		return dsec_err_sys(err, "mkdir in sandbox tmpfs");
-	if (make_dev("/sb/dev", err) < 0)
+	/* the upper dir's owner is the owner of the sandbox's / */
+	if (own("/sb/u", &spec->map, err) < 0)
+		return -1;
+	if (make_dev("/sb/dev", err) < 0 || own("/sb/dev", &spec->map, err) < 0 ||
+	    own("/sb/dev/shm", &spec->map, err) < 0)
 		return -1;
 	if (mount("overlay", "/sb/r", "overlay", 0, spec->overlay_opts) < 0)
 		return dsec_err_sys(err, "mount overlay");
@@ -491,6 +644,13 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	if (mount("/sb/dev", "/sb/r/dev", NULL, MS_BIND, NULL) < 0 ||
 	    mount(NULL, "/sb/r/dev", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC, NULL) < 0)
 		return dsec_err_sys(err, "mount /dev");
+	/* detached copies of the template's sysfs and mask dir, attached once inside */
+	sysfd = open_tree(AT_FDCWD, "/s", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (sysfd < 0)
+		return dsec_err_sys(err, "clone template sysfs");
+	for (size_t i = 0; i < NELEM(dir_mask); i++)
+		if ((masks[i] = open_tree(AT_FDCWD, "/m", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0)
+			return dsec_err_sys(err, "clone template mask dir");
 	/* the overlay becomes / of this namespace: nothing of the template stays reachable */
 	if (chdir("/sb/r") < 0)
 		return dsec_err_sys(err, "chdir rootfs");
@@ -504,6 +664,24 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		return -1;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return dsec_err_sys(err, "mount /proc");
+	if (mkdir_maybe("/sys", 0555, err) < 0 || attach(sysfd, "/sys", err) < 0)
+		return -1;
+	close(sysfd);
+	for (size_t i = 0; i < NELEM(proc_null); i++)
+		if (mount("/dev/null", proc_null[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+			return dsec_err_sys(err, "mask '%s'", proc_null[i]);
+	for (size_t i = 0; i < NELEM(dir_mask); i++) {
+		if (attach(masks[i], dir_mask[i], err) < 0)
+			return -1;
+		close(masks[i]);
+	}
+	/* ping without CAP_NET_RAW (which no sandbox gets): ICMP datagram sockets for the
+	 * sandbox's own gids, in its own network namespace, before /proc/sys turns read-only */
+	if (spec->loopback && ping_group(&spec->map, err) < 0)
+		return -1;
+	for (size_t i = 0; i < NELEM(proc_ro); i++)
+		if (bind_ro(proc_ro[i], err) < 0)
+			return -1;
 	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		  "newinstance,ptmxmode=0666,mode=0620") < 0)
 		return dsec_err_sys(err, "mount /dev/pts");

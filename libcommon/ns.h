@@ -15,11 +15,21 @@
  * superblocks on the host (each sandbox adds 4: its tmpfs, which holds /dev too, overlay, proc,
  * devpts), and setting a CFS quota walks every cpu cgroup.
  *
- * TODO(issue 5): a user namespace per sandbox (root inside mapped to an unprivileged host range):
- * idmapped EROFS lowers attached in the template, the tmpfs and the overlay (userxattr) mounted
- * from inside the user namespace, /proc needing a fully visible proc in the template, and device
- * nodes bind-mounted instead of mknod. dsec_sandbox.userns and dsec_sandbox_nsflags() already
- * carry it for dsec-exec. */
+ * User namespace (unless the template was made with DSEC_USERNS=0): the template records dsec's
+ * id range (userns.h) in $DSEC_RUN/template/userns and mounts every layer idmapped with it, so
+ * root-owned layer files belong to the sandbox's root. Every other namespace of a sandbox (mount,
+ * pid, uts, ipc, net, cgroup) is made by host root and so owned by the initial user namespace;
+ * only the holder then moves into a new user namespace (the parent writes its maps), and every
+ * process dsec-exec starts joins it. Root inside therefore has no capability over any of the
+ * sandbox's own namespaces: it cannot mount or unmount (the /proc and /sys masks stay), set the
+ * hostname, or configure its network. The overlay is mounted by host root over the idmapped
+ * lowers with its upper dir owned by the sandbox's root: files show as root's inside and writes
+ * work (copy-up and whiteouts are done with the mounter's credentials).
+ *
+ * Template contents besides /l and /sb: /s, a read-only non-recursive bind of the host's sysfs
+ * that each sandbox binds on its /sys (no sysfs superblock per sandbox; the host's /sys/class/net
+ * names show, nothing of it is writable), and /m, an empty read-only dir bound over what is
+ * masked (/proc/acpi, /sys/firmware, …). Files masked in /proc get /dev/null bound over them. */
 #ifndef DSEC_NS_H
 #define DSEC_NS_H
 
@@ -28,6 +38,7 @@
 #include "err.h"
 #include "state.h"
 #include "store.h"
+#include "userns.h"
 
 /* What the sandbox child needs to build its rootfs, prepared by the parent before clone so the
  * child does not allocate. */
@@ -37,6 +48,7 @@ struct dsec_rootfs_spec {
 	uint64_t disk;           /* bytes for the tmpfs holding upper and work */
 	const char *hostname;    /* NULL: leave */
 	int loopback;            /* bring lo up (own network namespace) */
+	struct dsec_idmap map;   /* the sandbox's root on the host (count 0: no user namespace) */
 };
 
 /* Open the template mount namespace of this run dir, creating it when missing or stale. Takes
@@ -52,6 +64,10 @@ int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct ds
 /* Tear the template down: unmount its pin and remove $DSEC_RUN/template. Live sandboxes keep
  * their own copies of the layer mounts. 0 or -1. */
 int dsec_template_destroy(const struct dsec_paths *p, struct dsec_err *err);
+
+/* The id mapping the template's layers are mounted with (count 0: no user namespace), as
+ * recorded when it was made. 0 or -1. */
+int dsec_template_idmap(const struct dsec_paths *p, struct dsec_idmap *m, struct dsec_err *err);
 
 /* Is the template of this run dir present (pinned)? 1 or 0. */
 int dsec_template_exists(const struct dsec_paths *p);

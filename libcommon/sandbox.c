@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -464,6 +465,7 @@ struct child_arg {
 	const struct dsec_rootfs_spec *spec;
 	const struct dsec_sandbox *sb;
 	int hfd;
+	int usock; /* user namespace: the holder's end of the handshake, passed as its fd 3 */
 	struct dsec_err err;
 };
 
@@ -495,6 +497,12 @@ static int child_main(void *argp)
 	if (dsec_rootfs_setup(a->spec, err) < 0)
 		goto fail;
 	syscall(SYS_close_range, 0U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
+	/* the only descriptor the holder gets: it moves itself into a new user namespace, says so
+	 * on fd 3 and waits there until we have written its id maps */
+	if (a->usock >= 0 && (a->usock == 3 ? fcntl(3, F_SETFD, 0) : dup2(a->usock, 3)) < 0) {
+		dsec_err_sys(err, "pass handshake socket");
+		goto fail;
+	}
 	prctl(PR_SET_PDEATHSIG, 0);
 	syscall(SYS_execveat, a->hfd, "", argv, envp, AT_EMPTY_PATH);
 	dsec_err_sys(err, "exec holder");
@@ -578,12 +586,35 @@ out:
 	return rc;
 }
 
+/* The holder's side of the user namespace handshake (holder.c): it says 'u' once it has its
+ * new user namespace; we write the maps and answer. Bounded wait: a holder that hangs is
+ * killed by the caller's error path. */
+static int userns_handshake(int sock, pid_t pid, const struct dsec_idmap *m, struct dsec_err *err)
+{
+	struct pollfd pfd = {.fd = sock, .events = POLLIN};
+	char c = 0;
+	int r;
+
+	do
+		r = poll(&pfd, 1, 10000);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0 || read(sock, &c, 1) != 1 || c != 'u')
+		return dsec_err_set(err, EIO, "holder did not enter its user namespace");
+	if (dsec_userns_map(pid, m, err) < 0)
+		return -1;
+	if (write(sock, "g", 1) != 1)
+		return dsec_err_sys(err, "release holder");
+	return 0;
+}
+
 int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	static struct dsec_rootfs_spec spec;
 	static struct child_arg arg;
+	static struct dsec_idmap map;
+	static int have_map;
 	uint64_t t0 = dsec_now_us(), t[8] = {0};
-	int pidfd = -1, hfd, flags;
+	int pidfd = -1, hfd, flags, us[2] = {-1, -1};
 	void *stack;
 	pid_t pid = -1;
 #define T(i) (t[i] = dsec_verbose > 1 ? dsec_now_us() : 0)
@@ -607,6 +638,16 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		return -1;
 	if (dsec_template_layers(p, cached_template, &cached_img, err) < 0)
 		return -1;
+	if (!have_map) {
+		if (dsec_template_idmap(p, &map, err) < 0)
+			return -1;
+		have_map = 1;
+	}
+	spec.map = map;
+	sb->userns = map.count > 0;
+	sb->uid_base = map.uid;
+	sb->gid_base = map.gid;
+	sb->id_count = map.count;
 	spec.template_fd = cached_template;
 	if (dsec_rootfs_overlay_opts(&cached_img, &spec, err) < 0)
 		return -1;
@@ -624,6 +665,14 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	arg.spec = &spec;
 	arg.sb = sb;
 	arg.hfd = hfd;
+	arg.usock = -1;
+	if (sb->userns) {
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, us) < 0) {
+			dsec_err_sys(err, "socketpair");
+			goto fail;
+		}
+		arg.usock = us[1];
+	}
 	flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD |
 		SIGCHLD;
 	if (sb->net == DSEC_NET_NONE)
@@ -639,6 +688,14 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	if (arg.err.errnum) {
 		*err = arg.err;
 		goto fail;
+	}
+	if (us[1] >= 0) {
+		close(us[1]);
+		us[1] = -1;
+		if (userns_handshake(us[0], pid, &map, err) < 0)
+			goto fail;
+		close(us[0]);
+		us[0] = -1;
 	}
 	sb->holder_pid = pid;
 	sb->holder_start = dsec_proc_start_time(pid);
@@ -659,6 +716,9 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	return 0;
 fail:
 	dsec_err_wrap(err, "%s", sb->id);
+	for (int i = 0; i < 2; i++)
+		if (us[i] >= 0)
+			close(us[i]);
 	if (pidfd >= 0) {
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 		close(pidfd);

@@ -1,0 +1,241 @@
+#include "userns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "state.h"
+
+int dsec_subid_find(const char *text, const char *name, unsigned long *start, unsigned long *count)
+{
+	size_t nlen = strlen(name);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		char *end;
+
+		if (strncmp(l, name, nlen) || l[nlen] != ':')
+			continue;
+		*start = strtoul(l + nlen + 1, &end, 10);
+		if (*end != ':')
+			continue;
+		*count = strtoul(end + 1, &end, 10);
+		if (*count == 0 || (*end && *end != '\n'))
+			continue;
+		return 0;
+	}
+	return -1;
+}
+
+/* Does [s, s+n) overlap any "name:start:count" line of text? */
+static int overlaps(const char *text, unsigned long s, unsigned long n)
+{
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *c = strchr(l, ':');
+		unsigned long a, k;
+		char *end;
+
+		if (!c || (strchr(l, '\n') && c > strchr(l, '\n')))
+			continue;
+		a = strtoul(c + 1, &end, 10);
+		if (*end != ':')
+			continue;
+		k = strtoul(end + 1, &end, 10);
+		if (a < s + n && s < a + k)
+			return 1;
+	}
+	return 0;
+}
+
+unsigned long dsec_subid_free(const char *a, const char *b, unsigned long min, unsigned long count)
+{
+	unsigned long s = (min + count - 1) / count * count;
+
+	for (; s + count <= 0xffffffffUL; s += count)
+		if (!overlaps(a, s, count) && !overlaps(b, s, count))
+			return s;
+	return 0;
+}
+
+static const char *subid_file(const char *env, const char *dflt)
+{
+	const char *e = getenv(env);
+
+	return e && *e ? e : dflt;
+}
+
+/* Read a subid file; a missing one reads as empty. */
+static char *read_subid(const char *path, struct dsec_err *err)
+{
+	char *s = NULL;
+
+	if (dsec_read_file(AT_FDCWD, path, 1 << 20, &s, err) < 0) {
+		if (err->errnum != ENOENT)
+			return NULL;
+		s = strdup("");
+		if (!s)
+			dsec_err_set(err, ENOMEM, "out of memory");
+	}
+	return s;
+}
+
+static int append_line(const char *path, const char *old, const char *line, struct dsec_err *err)
+{
+	size_t n = strlen(old);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	char buf[128];
+	int len;
+
+	if (fd < 0)
+		return dsec_err_sys(err, "open '%s'", path);
+	len = snprintf(buf, sizeof(buf), "%s%s\n", n && old[n - 1] != '\n' ? "\n" : "", line);
+	if (write(fd, buf, (size_t)len) != len || fsync(fd) < 0) {
+		dsec_err_sys(err, "append to '%s'", path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int dsec_userns_range(struct dsec_idmap *m, struct dsec_err *err)
+{
+	const char *uf = subid_file("DSEC_SUBUID_FILE", "/etc/subuid");
+	const char *gf = subid_file("DSEC_SUBGID_FILE", "/etc/subgid");
+	unsigned long us, uc, gs, gc, s;
+	char *u = NULL, *g = NULL, line[64];
+	int lfd = -1, rc = -1;
+
+	for (int locked = 0;; locked = 1) {
+		free(u);
+		free(g);
+		g = NULL;
+		if (!(u = read_subid(uf, err)) || !(g = read_subid(gf, err)))
+			goto out;
+		if (dsec_subid_find(u, DSEC_SUBID_NAME, &us, &uc) == 0 &&
+		    dsec_subid_find(g, DSEC_SUBID_NAME, &gs, &gc) == 0)
+			break;
+		if (locked)
+			break;
+		/* one writer at a time: the lock is the uid file itself, never replaced */
+		lfd = open(uf, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (lfd < 0 || flock(lfd, LOCK_EX) < 0) {
+			dsec_err_sys(err, "lock '%s'", uf);
+			goto out;
+		}
+	}
+	if (dsec_subid_find(u, DSEC_SUBID_NAME, &us, &uc) < 0) {
+		s = dsec_subid_free(u, g, DSEC_SUBID_MIN, DSEC_SUBID_COUNT);
+		if (!s) {
+			dsec_err_set(err, ENOSPC, "no free range of %u ids in '%s' and '%s'",
+				     DSEC_SUBID_COUNT, uf, gf);
+			goto out;
+		}
+		snprintf(line, sizeof(line), "%s:%lu:%u", DSEC_SUBID_NAME, s, DSEC_SUBID_COUNT);
+		if (append_line(uf, u, line, err) < 0)
+			goto out;
+		us = s;
+		uc = DSEC_SUBID_COUNT;
+	}
+	if (dsec_subid_find(g, DSEC_SUBID_NAME, &gs, &gc) < 0) {
+		s = overlaps(g, us, uc) ? dsec_subid_free(u, g, DSEC_SUBID_MIN, uc) : us;
+		if (!s) {
+			dsec_err_set(err, ENOSPC, "no free range of %lu ids in '%s'", uc, gf);
+			goto out;
+		}
+		snprintf(line, sizeof(line), "%s:%lu:%lu", DSEC_SUBID_NAME, s, uc);
+		if (append_line(gf, g, line, err) < 0)
+			goto out;
+		gs = s;
+		gc = uc;
+	}
+	if (us == 0 || gs == 0) {
+		dsec_err_set(err, EINVAL, "'%s' entry in '%s'/'%s' maps root to host root",
+			     DSEC_SUBID_NAME, uf, gf);
+		goto out;
+	}
+	m->uid = (uid_t)us;
+	m->gid = (gid_t)gs;
+	m->count = (unsigned)(uc < gc ? uc : gc);
+	rc = 0;
+out:
+	if (lfd >= 0)
+		close(lfd);
+	free(u);
+	free(g);
+	return rc;
+}
+
+static int write_map(pid_t pid, const char *file, unsigned long base, unsigned count,
+		     struct dsec_err *err)
+{
+	char path[64], buf[64];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	n = snprintf(buf, sizeof(buf), "0 %lu %u\n", base, count);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return dsec_err_sys(err, "open '%s'", path);
+	if (write(fd, buf, (size_t)n) != n) {
+		dsec_err_sys(err, "write '%s'", path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int dsec_userns_map(pid_t pid, const struct dsec_idmap *m, struct dsec_err *err)
+{
+	if (write_map(pid, "uid_map", m->uid, m->count, err) < 0 ||
+	    write_map(pid, "gid_map", m->gid, m->count, err) < 0)
+		return -1;
+	return 0;
+}
+
+int dsec_userns_fd(const struct dsec_idmap *m, struct dsec_err *err)
+{
+	char path[64], c = 0;
+	int p[2], fd = -1;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return dsec_err_sys(err, "pipe");
+	pid = fork();
+	if (pid < 0) {
+		dsec_err_sys(err, "fork");
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'e';
+		if (write(p[1], &c, 1) < 0)
+			_exit(1);
+		pause(); /* until killed: the namespace lives while we do */
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], &c, 1) != 1 || c != 'u')
+		dsec_err_set(err, EPERM, "cannot create a user namespace");
+	else if (dsec_userns_map(pid, m, err) == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			dsec_err_sys(err, "open '%s'", path);
+	}
+	close(p[0]);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return fd;
+}

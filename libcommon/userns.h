@@ -1,0 +1,45 @@
+/* User namespaces: the host ids root inside a sandbox maps to.
+ *
+ * Every sandbox runs in a user namespace of its own whose ids 0..count-1 map to dsec's range
+ * of host ids: the entry named "dsec" in /etc/subuid and /etc/subgid, made on first use (the
+ * first free 65536-aligned block at or above 100000 that no entry of either file overlaps) when
+ * missing. Every sandbox gets the same range: the layers are mounted idmapped once per node with
+ * it (EROFS, tmpfs and the dir-format layers' filesystems take idmapped mounts), so files owned
+ * by root in a layer look owned by root inside and by an unprivileged uid on the host. */
+#ifndef DSEC_USERNS_H
+#define DSEC_USERNS_H
+
+#include <sys/types.h>
+
+#include "err.h"
+
+#define DSEC_SUBID_NAME "dsec"
+#define DSEC_SUBID_COUNT 65536U
+#define DSEC_SUBID_MIN 100000U
+
+struct dsec_idmap {
+	uid_t uid;      /* host uid of root inside */
+	gid_t gid;      /* host gid of root inside */
+	unsigned count; /* ids mapped; 0: no user namespace */
+};
+
+/* dsec's range from /etc/subuid and /etc/subgid ($DSEC_SUBUID_FILE, $DSEC_SUBGID_FILE for
+ * tests), appending an entry to both when either has none. 0 or -1. */
+int dsec_userns_range(struct dsec_idmap *m, struct dsec_err *err);
+
+/* Pick the first free block of count ids at or above min, aligned to count, overlapping no
+ * "name:start:count" line of a or b (file contents, NUL-terminated). Returns the start, or 0
+ * when none is left below 2^32. Exposed for the unit test. */
+unsigned long dsec_subid_free(const char *a, const char *b, unsigned long min, unsigned long count);
+
+/* Look up name's entry in a subid file's contents: 0 with *start and *count set, -1 if none. */
+int dsec_subid_find(const char *text, const char *name, unsigned long *start, unsigned long *count);
+
+/* Write m's mapping ("0 uid count", "0 gid count") into /proc/PID/{uid,gid}_map. 0 or -1. */
+int dsec_userns_map(pid_t pid, const struct dsec_idmap *m, struct dsec_err *err);
+
+/* An fd (O_CLOEXEC) of a new user namespace with mapping m, for mount_setattr(MOUNT_ATTR_IDMAP).
+ * Forks a short-lived child. -1 on error. */
+int dsec_userns_fd(const struct dsec_idmap *m, struct dsec_err *err);
+
+#endif

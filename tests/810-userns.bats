@@ -1,0 +1,147 @@
+#!/usr/bin/env bats
+# Root inside a sandbox is not root on the host, and /proc and /sys hide the kernel. Each probe
+# has a control run with the protection off: a run dir whose template was made with
+# DSEC_USERNS=0, or the same probe against the host's own /proc and /sys.
+
+load helpers
+load image
+
+setup() {
+	dsec_setup
+	make_busybox_image
+	echo '{"default":"allow"}' >"$TESTDIR/allow.json"
+	RUN0="$TESTDIR/run0"
+}
+
+teardown() {
+	[ -d "${RUN0:-/nonexistent}" ] && timeout 60 dsec-reap -q --all --run "$RUN0" >/dev/null 2>&1
+	dsec_teardown
+}
+
+# The host uid of a process.
+host_uid() { awk '/^Uid:/ { print $2 }' "/proc/$1/status"; }
+
+# dsec's range start, from /etc/subuid (made by the first spawn when missing).
+range_start() { awk -F: '$1 == "dsec" { print $2; exit }' "${DSEC_SUBUID_FILE:-/etc/subuid}"; }
+
+@test "userns: root inside maps to dsec's unprivileged range; DSEC_USERNS=0 is host root" {
+	spawn_one
+	base=$(range_start)
+	[ -n "$base" ] && [ "$base" -ge 100000 ]
+	json_is "$(sb_json "$ID")" .userns.uid "$base"
+	run sb_run "$ID" sh -c 'id -u; cat /proc/self/uid_map; cat /proc/self/gid_map'
+	[ "$(echo $output)" = "0 0 $base 65536 0 $base 65536" ] || { echo "$output"; return 1; }
+	holder=$(sb_pid "$ID")
+	[ "$(host_uid "$holder")" = "$base" ]
+	# a command started by dsec-exec: the host sees the range's uid, never 0
+	dsec-exec "$ID" sh -c 'sleep 30 &'
+	pid=$(pgrep -P "$holder" sleep | head -1)
+	[ -n "$pid" ] && [ "$(host_uid "$pid")" = "$base" ]
+	# control: without user namespaces root inside is uid 0 on the host
+	ID0=$(DSEC_USERNS=0 dsec-spawn --run "$RUN0" --image busybox | jq -r .id)
+	[ "$(host_uid "$(DSEC_RUN=$RUN0 sb_pid "$ID0")")" = 0 ]
+	run dsec-exec --run "$RUN0" "$ID0" cat /proc/self/uid_map
+	[ "$(echo $output)" = "0 0 4294967295" ]
+}
+
+@test "userns: layer files look owned by root inside; writes belong to the range on the host" {
+	spawn_one
+	base=$(range_start)
+	run sb_run "$ID" sh -c 'stat -c "%u:%g" /bin/busybox /etc/passwd /; echo x >/etc/new && echo y >>/etc/passwd && stat -c "%u" /etc/new /etc/passwd'
+	[ "$(echo $output)" = "0:0 0:0 0:0 0 0" ] || { echo "$output"; return 1; }
+	holder=$(sb_pid "$ID")
+	[ "$(stat -c %u "/proc/$holder/root/etc/new")" = "$base" ]
+	[ "$(stat -c %u "/proc/$holder/root/bin/busybox")" = "$base" ]
+	# the shared layer is untouched: a second sandbox sees the image's /etc/passwd
+	spawn_one
+	run sb_run "$ID" grep -c . /etc/passwd
+	[ "$output" = 1 ]
+}
+
+@test "userns: an escaped process holds no host privilege" {
+	spawn_one
+	holder=$(sb_pid "$ID")
+	probe='cat /etc/shadow >/dev/null 2>&1 && echo read-shadow
+		touch "$1/escaped" 2>/dev/null && echo wrote-host-file
+		kill -0 1 2>/dev/null && echo signalled-init
+		echo end'
+	# a process of the sandbox's user namespace, as root there, with the host's files and
+	# processes in view: what an escape from the mount and pid namespaces would leave
+	run nsenter --user="/proc/$holder/ns/user" -S 0 -G 0 -- sh -c "$probe" x "$TESTDIR"
+	[ "$output" = end ] || { echo "$output"; return 1; }
+	[ ! -e "$TESTDIR/escaped" ]
+	# control: the same process in the initial user namespace (what root inside a sandbox
+	# without a user namespace is) does all three
+	run sh -c "$probe" x "$TESTDIR"
+	[ "$(echo $output)" = "read-shadow wrote-host-file signalled-init end" ]
+}
+
+@test "userns: full capabilities inside cannot unmount masks, mount, rename the host or touch its network" {
+	spawn_one
+	# sb_run: every namespace of the holder, root with every capability of the user namespace,
+	# no seccomp filter
+	run sb_run "$ID" sh -c 'umount /proc/keys 2>&1; mount -t tmpfs t /tmp || echo mount-failed; hostname evil 2>&1; ip link set lo down 2>&1; hostname'
+	[[ "$output" == *"can't unmount /proc/keys: Operation not permitted"* ]] || { echo "$output"; return 1; }
+	[[ "$output" == *"mount-failed"* ]]
+	[[ "$output" == *"sethostname: Operation not permitted"* ]]
+	[ "${lines[-1]}" = "$ID" ]
+	run sb_run "$ID" ip -o link show lo
+	[[ "$output" == *"UP"* ]]
+	# control: without a user namespace, the same entry is host root and can unmount the mask
+	ID0=$(DSEC_USERNS=0 dsec-spawn --run "$RUN0" --image busybox | jq -r .id)
+	run env DSEC_RUN="$RUN0" bash -c 'source "$0"; sb_run "$1" sh -c "umount /proc/keys && echo unmounted"' \
+		"$BATS_TEST_DIRNAME/image.bash" "$ID0"
+	[ "$output" = unmounted ] || { echo "$output"; return 1; }
+}
+
+# Files of /proc that must read empty, when the kernel has them.
+MASKED="kcore keys key-users timer_list sched_debug kpagecgroup kpageflags kpagecount kmsg kallsyms vmallocinfo pagetypeinfo"
+
+@test "proc: kernel files read empty, kernel dirs are empty; the host's are not" {
+	spawn_one
+	n=0
+	for f in $MASKED; do
+		[ -e "/proc/$f" ] || continue
+		run sb_run "$ID" sh -c "head -c 64 /proc/$f | wc -c"
+		[ "$output" = 0 ] || { echo "/proc/$f: $output"; return 1; }
+		n=$((n + 1))
+	done
+	[ "$n" -ge 5 ]
+	# control: the host's unmasked copies have content, so the probe would see it
+	[ "$(head -c 64 /proc/timer_list | wc -c)" -gt 0 ]
+	[ "$(head -c 8 /proc/kpagecount | wc -c)" = 8 ]
+	for d in /proc/acpi /proc/scsi /proc/asound /proc/driver /sys/firmware; do
+		[ -e "$d" ] || continue
+		run sb_run "$ID" ls -A "$d"
+		[ "$status" -eq 0 ] && [ -z "$output" ] || { echo "$d: $output"; return 1; }
+	done
+	[ -n "$(ls -A /sys/firmware)" ]
+}
+
+@test "proc and sys: /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus and /sys are read-only" {
+	spawn_one
+	holder=$(sb_pid "$ID")
+	# host root with every capability, in the sandbox's mount, uts and net namespaces: only
+	# the read-only mounts stop it (the files written are namespaced: harmless either way)
+	run nsenter -t "$holder" -m -u -n -- sh -c '
+		echo evil 2>&1 >/proc/sys/kernel/domainname
+		echo "0 1" 2>&1 >/proc/sys/net/ipv4/ping_group_range
+		cat /proc/sys/kernel/domainname'
+	[[ "${lines[0]}" == *"Read-only file system"* ]] && [[ "${lines[1]}" == *"Read-only file system"* ]] &&
+		[ "${lines[2]}" != evil ] || { echo "$output"; return 1; }
+	run sb_run "$ID" sh -c 'grep -E " /(proc/(sys|irq|bus|fs|sysrq-trigger)|sys) " /proc/self/mounts'
+	[ "${#lines[@]}" -ge 4 ] || { echo "$output"; return 1; }
+	for l in "${lines[@]}"; do
+		[[ "$l" == *" ro,"* ]] || { echo "writable: $l"; return 1; }
+	done
+}
+
+@test "proc: grep -r over /proc and /sys ends, and the host and sandbox carry on" {
+	spawn_one
+	run timeout 150 dsec-exec --timeout 120s --max-output 64K -- sh -c \
+		'grep -rs x /proc /sys >/dev/null; echo done' <<<"{\"id\":\"$ID\"}"
+	json_is "$output" .exec.stdout done || { echo "${output: -300}"; return 1; }
+	json_is "$output" .exec.exit 0
+	run sb_run "$ID" echo alive
+	[ "$output" = alive ]
+}

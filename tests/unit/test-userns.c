@@ -1,0 +1,75 @@
+/* userns: dsec's entry in /etc/subuid and /etc/subgid, the free-range search, and a user
+ * namespace made with a mapping (real kernel, as root). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "state.h"
+#include "tap.h"
+#include "userns.h"
+
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	fputs(text, f);
+	fclose(f);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/dsec-userns-XXXXXX", uf[64], gf[64], *s = NULL;
+	struct dsec_err err = {0};
+	struct dsec_idmap m = {0}, m2 = {0};
+	unsigned long st, n;
+	int fd;
+
+	ok(dsec_subid_find("alice:100000:65536\ndsec:231072:65536\n", "dsec", &st, &n) == 0 &&
+	       st == 231072 && n == 65536,
+	   "find the dsec entry among others");
+	ok(dsec_subid_find("dsecx:1:2\nxdsec:3:4\n", "dsec", &st, &n) < 0,
+	   "names that merely contain dsec do not count");
+	ok(dsec_subid_find("dsec:abc:65536\ndsec:5:0\n", "dsec", &st, &n) < 0,
+	   "malformed and empty entries are ignored");
+	ok(dsec_subid_free("", "", 100000, 65536) == 131072, "first aligned block at or above min");
+	ok(dsec_subid_free("alice:100000:65536\n", "bob:196608:10\n", 100000, 65536) == 262144,
+	   "skips blocks overlapping either file");
+	ok(dsec_subid_free("x:0:4294967295\n", "", 100000, 65536) == 0, "none left: 0");
+
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(uf, sizeof(uf), "%s/subuid", dir);
+	snprintf(gf, sizeof(gf), "%s/subgid", dir);
+	put(uf, "alice:100000:65536");
+	put(gf, "alice:100000:65536\nbob:131072:65536\n");
+	setenv("DSEC_SUBUID_FILE", uf, 1);
+	setenv("DSEC_SUBGID_FILE", gf, 1);
+	ok(dsec_userns_range(&m, &err) == 0, "range made on first use (%s)", err.msg);
+	ok(m.uid == 196608 && m.gid == 196608 && m.count == 65536,
+	   "one block free in both files: %u %u %u", (unsigned)m.uid, (unsigned)m.gid, m.count);
+	dsec_read_file(AT_FDCWD, uf, 4096, &s, &err);
+	ok(s && !strcmp(s, "alice:100000:65536\ndsec:196608:65536\n"),
+	   "appended after a last line without newline: %s", s ? s : "(null)");
+	free(s);
+	ok(dsec_userns_range(&m2, &err) == 0 && m2.uid == m.uid && m2.gid == m.gid,
+	   "second use finds the same range");
+	put(uf, "dsec:0:65536\n");
+	ok(dsec_userns_range(&m2, &err) < 0 && strstr(err.msg, "host root"),
+	   "an entry mapping root to root is refused: %s", err.msg);
+
+	memset(&err, 0, sizeof(err));
+	fd = dsec_userns_fd(&m, &err);
+	ok(fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER, "user namespace fd (%s)", err.msg);
+	if (fd >= 0)
+		close(fd);
+	unlink(uf);
+	unlink(gf);
+	rmdir(dir);
+	return tap_done();
+}
