@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "commit.h"
 #include "jsonl.h"
 #include "layer.h"
 #include "store.h"
@@ -16,15 +17,19 @@
 static const char help[] =
     "Usage: dsec-layer import [OPTION]... PATH|-\n"
     "       dsec-layer compose --name IMAGE LAYER...\n"
+    "       dsec-layer commit [--name IMAGE] SANDBOX-ID\n"
     "       dsec-layer ls | inspect REF... | rm [--force] REF... | gc | export LAYER\n"
     "The dsec image store: content-addressed layers (EROFS images) and images made of them.\n"
     "\n"
     "import reads a tar (plain, gzip, xz, zstd, bzip2, lz4), a directory, an OCI image layout\n"
     "or a docker-save archive (file or directory), or standard input ('-').\n"
+    "commit makes a live sandbox's changes (writes, deletions, renames) an application layer\n"
+    "and an image (--name, default the sandbox's id) on top of the sandbox's image.\n"
     "\n"
     "Options:\n"
     "      --kind KIND       layer kind: base, intermediate or application\n"
-    "      --name NAME       layer name (import), or image name (compose, OCI/docker import)\n"
+    "      --name NAME       layer name (import), or image name (compose, commit, OCI/docker\n"
+    "                        import)\n"
     "      --allow-setuid    keep setuid/setgid bits and file capabilities\n"
     "      --max-bytes SIZE  bound on the uncompressed stream and contents (default 64G)\n"
     "      --max-files N     bound on the number of entries (default 1000000)\n"
@@ -103,6 +108,25 @@ static int cmd_import(const struct dsec_paths *p, struct dsec_import_opts *o, in
 	o->progress = isatty(STDERR_FILENO) && dsec_verbose >= 0;
 	if (dsec_layer_import(p, o, argv[0], emit, NULL, &err) < 0)
 		fail("input", argv[0], &err);
+	return 0;
+}
+
+static int cmd_commit(const struct dsec_paths *p, const char *name, int argc, char **argv)
+{
+	struct dsec_err err;
+	json_t *rec;
+
+	if (argc != 1)
+		dsec_usage_error("commit takes one SANDBOX-ID");
+	if (name && !dsec_image_name_ok(name))
+		dsec_usage_error("--name '%s': not a valid image name", name);
+	if (dsec_commit(p, argv[0], name, &rec, &err) < 0) {
+		fail("id", argv[0], &err);
+		return 0;
+	}
+	json_object_set_new(rec, "node", json_string(dsec_node()));
+	emit(rec, NULL, &err);
+	json_decref(rec);
 	return 0;
 }
 
@@ -242,7 +266,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		dsec_usage_error("no command (import, compose, ls, inspect, rm, gc, export)");
+		dsec_usage_error(
+		    "no command (import, compose, commit, ls, inspect, rm, gc, export)");
 	verb = argv[optind++];
 	argc -= optind;
 	argv += optind;
@@ -250,6 +275,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(verb, "import")) {
 		cmd_import(&paths, &o, argc, argv);
+	} else if (!strcmp(verb, "commit")) {
+		cmd_commit(&paths, o.name, argc, argv);
 	} else if (!strcmp(verb, "compose")) {
 		cmd_compose(&paths, o.name, argc, argv);
 	} else if (!strcmp(verb, "ls")) {

@@ -17,7 +17,8 @@
 static const char usage[] =
     "Usage: dsec-ps [OPTION]... [ID]...\n"
     "List sandboxes (all of the run dir, or the given ids) as JSON records, one per line:\n"
-    "id, image, node, state (running or dead), pid (of its holder), age and ttl_left (seconds),\n"
+    "id, image, node, state (running, paused or dead), pid (of its holder), age and ttl_left "
+    "(seconds),\n"
     "memory (bytes in use), cpu_us (CPU time used), pids (tasks), disk (bytes written to its\n"
     "writable layer), disk_limit, limits and labels.\n"
     "\n"
@@ -85,7 +86,10 @@ static json_t *record(const struct dsec_sandbox *sb)
 	json_object_set_new(rec, "id", json_string(sb->id));
 	json_object_set_new(rec, "image", json_string(sb->image));
 	json_object_set_new(rec, "node", json_string(sb->node));
-	json_object_set_new(rec, "state", json_string(alive ? "running" : "dead"));
+	json_object_set_new(rec, "state",
+			    json_string(!alive                        ? "dead"
+					: dsec_cgroup_frozen(sb) == 1 ? "paused"
+								      : "running"));
 	json_object_set_new(rec, "pid", alive ? json_integer(sb->holder_pid) : json_null());
 	json_object_set_new(rec, "age", json_integer((json_int_t)age));
 	json_object_set_new(rec, "ttl_left", ttl_left);

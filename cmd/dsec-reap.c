@@ -1,10 +1,12 @@
-/* dsec-reap: tear sandboxes down, by id, from records, all, expired, or orphaned. */
+/* dsec-reap: tear sandboxes down, by id, from records, all, expired, or orphaned; or pause,
+ * resume or reset them. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cli.h"
 #include "jsonl.h"
 #include "pool.h"
@@ -15,6 +17,7 @@ static const char usage[] =
     "Usage: dsec-reap [OPTION]... ID...\n"
     "   or: ... | dsec-reap [OPTION]...\n"
     "   or: dsec-reap --all | --expired | --orphans\n"
+    "   or: dsec-reap --pause | --resume | --reset [ID]...\n"
     "Kill every process of each sandbox, remove its cgroup and state (its rootfs goes with its\n"
     "last process), and print its record with \"reaped\":true. Records on standard input pass\n"
     "through with every member kept; a record carrying an \"error\" still has the sandbox it\n"
@@ -24,6 +27,11 @@ static const char usage[] =
     "      --expired         reap the sandboxes whose TTL has run out\n"
     "      --orphans         clean up after crashed tools: state without a live holder, cgroups\n"
     "                        without state, sandboxes whose creator died before handing them out\n"
+    "      --pause           freeze every process of the given sandboxes instead "
+    "(\"paused\":true)\n"
+    "      --resume          thaw them again (\"paused\":false); dsec-exec resumes by itself\n"
+    "      --reset           reset them to their image's state instead: every process killed,\n"
+    "                        every write discarded, same id, limits and labels (\"reset\":true)\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
     "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
     "  -q, --quiet           no warnings\n"
@@ -31,19 +39,24 @@ static const char usage[] =
     "  -h, --help            show this help and exit\n"
     "  -V, --version         show the version and exit\n"
     "\n"
-    "Output: the input record (or {\"id\":…}) with \"reaped\":true.\n"
+    "Output: the input record (or {\"id\":…}) with \"reaped\":true (or \"paused\", \"reset\").\n"
     "Exit status: 0 all reaped, 1 some failed (unknown id), 2 usage error, 3 fatal.\n";
 
-enum { OPT_EXPIRED = DSEC_OPT_FIRST_TOOL, OPT_ORPHANS };
+enum { OPT_EXPIRED = DSEC_OPT_FIRST_TOOL, OPT_ORPHANS, OPT_PAUSE, OPT_RESUME, OPT_RESET };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"all", no_argument, NULL, 'a'},
 					 {"expired", no_argument, NULL, OPT_EXPIRED},
 					 {"orphans", no_argument, NULL, OPT_ORPHANS},
+					 {"pause", no_argument, NULL, OPT_PAUSE},
+					 {"resume", no_argument, NULL, OPT_RESUME},
+					 {"reset", no_argument, NULL, OPT_RESET},
 					 {NULL, 0, NULL, 0}};
 
 static struct dsec_paths paths;
 static int failed, out_gone;
+/* What is done to each sandbox named: reaped (0), or one of these. */
+static enum { ACT_REAP, ACT_PAUSE, ACT_RESUME, ACT_RESET } action;
 
 /* Emit rec (consumed). Remembers a gone reader: the rest is still reaped, silently. */
 static void emit(json_t *rec)
@@ -57,8 +70,18 @@ static void reap_id(const char *id, json_t *rec)
 	struct dsec_sandbox sb;
 	struct dsec_err err = {0};
 
-	if (dsec_sandbox_load(&paths, id, &sb, &err) < 0 ||
-	    dsec_sandbox_destroy(&paths, &sb, &err) < 0) {
+	uint64_t t0 = dsec_now_us();
+	int rc = dsec_sandbox_load(&paths, id, &sb, &err);
+
+	if (rc == 0 && action != ACT_REAP && !dsec_sandbox_alive(&sb))
+		rc = dsec_err_set(&err, ESRCH, "%s: sandbox is not running (holder gone)", id);
+	if (rc == 0 && action == ACT_REAP)
+		rc = dsec_sandbox_destroy(&paths, &sb, &err);
+	else if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME))
+		rc = dsec_cgroup_freeze(&sb, action == ACT_PAUSE, &err);
+	else if (rc == 0 && action == ACT_RESET)
+		rc = dsec_sandbox_reset(&paths, &sb, &err);
+	if (rc < 0) {
 		dsec_err_print(&err);
 		failed = 1;
 		dsec_sandbox_free(&sb);
@@ -66,7 +89,15 @@ static void reap_id(const char *id, json_t *rec)
 		return;
 	}
 	dsec_sandbox_free(&sb);
-	json_object_set_new(rec, "reaped", json_true());
+	if (action == ACT_REAP) {
+		json_object_set_new(rec, "reaped", json_true());
+	} else if (action == ACT_RESET) {
+		json_object_set_new(rec, "reset", json_true());
+		json_object_set_new(rec, "reset_us",
+				    json_integer((json_int_t)(dsec_now_us() - t0)));
+	} else {
+		json_object_set_new(rec, "paused", json_boolean(action == ACT_PAUSE));
+	}
 	emit(rec);
 }
 
@@ -149,12 +180,25 @@ int main(int argc, char **argv)
 		case OPT_ORPHANS:
 			orphans = 1;
 			break;
+		case OPT_PAUSE:
+		case OPT_RESUME:
+		case OPT_RESET:
+			if (action)
+				dsec_usage_error(
+				    "--pause, --resume and --reset exclude each other");
+			action = c == OPT_PAUSE    ? ACT_PAUSE
+				 : c == OPT_RESUME ? ACT_RESUME
+						   : ACT_RESET;
+			break;
 		default:
 			dsec_usage_error("unknown option");
 		}
 	}
 	if (all + expired + orphans > 1)
 		dsec_usage_error("--all, --expired and --orphans exclude each other");
+	if (action && all + expired + orphans)
+		dsec_usage_error("--pause, --resume and --reset take ids or records, not --all, "
+				 "--expired or --orphans");
 	if (all + expired + orphans && optind < argc)
 		dsec_usage_error("ids given with --all, --expired or --orphans");
 	if (!(all + expired + orphans) && optind == argc && isatty(STDIN_FILENO))

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "commit.h"
 #include "jsonl.h"
 #include "pool.h"
 #include "sandbox.h"
@@ -31,6 +32,8 @@ static const char usage[] =
     "      --env K=V         environment for commands run in it (repeatable)\n"
     "      --hostname H      host name inside (default: the sandbox id)\n"
     "      --label K=V       a label kept in its state and shown by dsec-ps (repeatable)\n"
+    "      --from ID         fork: start from the current files of sandbox ID (committed as\n"
+    "                        image ID by dsec-layer commit), instead of --image\n"
     "      --warm-only       only claim from a warm pool (see dsec-warm); fail when none is\n"
     "                        ready instead of creating the sandbox cold\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
@@ -54,7 +57,8 @@ enum {
 	OPT_ENV,
 	OPT_HOSTNAME,
 	OPT_LABEL,
-	OPT_WARM_ONLY
+	OPT_WARM_ONLY,
+	OPT_FROM
 };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
@@ -70,6 +74,7 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"hostname", required_argument, NULL, OPT_HOSTNAME},
 					 {"label", required_argument, NULL, OPT_LABEL},
 					 {"warm-only", no_argument, NULL, OPT_WARM_ONLY},
+					 {"from", required_argument, NULL, OPT_FROM},
 					 {NULL, 0, NULL, 0}};
 
 #define MAX_TTL_US (3650ULL * 86400 * 1000000)
@@ -322,6 +327,7 @@ int main(int argc, char **argv)
 	    .net = DSEC_NET_NONE};
 	long long n = 1;
 	int c, failed = 0, lock;
+	const char *from = NULL;
 
 	dsec_prog = "dsec-spawn";
 	def.env = json_array();
@@ -367,6 +373,11 @@ int main(int argc, char **argv)
 		case OPT_WARM_ONLY:
 			warm_only = 1;
 			break;
+		case OPT_FROM:
+			if (!dsec_sandbox_id_ok(optarg))
+				dsec_usage_error("--from '%s': not a sandbox id", optarg);
+			from = optarg;
+			break;
 		case OPT_LABEL:
 			eq = strchr(optarg, '=');
 			if (!eq || eq == optarg)
@@ -380,10 +391,21 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		dsec_usage_error("unexpected argument '%s'", argv[optind]);
+	if (from && def.image)
+		dsec_usage_error("--from and --image exclude each other");
 	if (!def.image && isatty(STDIN_FILENO))
 		dsec_usage_error("no --image and no spec records on standard input");
 	dsec_cli_paths(&cli, &paths);
 	dsec_jsonl_init_output();
+	if (from) {
+		/* fork: the source's files now, as image <ID> on top of its own */
+		json_t *crec;
+
+		if (dsec_commit(&paths, from, from, &crec, &err) < 0)
+			dsec_fatal(&err);
+		json_decref(crec);
+		def.image = from;
+	}
 	lock = dsec_run_lock(&paths, 0, &err);
 	if (lock < 0)
 		dsec_fatal(&err);

@@ -193,8 +193,8 @@ int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 		return 0;
 	}
 	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
-		/* the freezer is not needed: killing the holder kills its pid namespace */
-		if (c == DSEC_CG_FREEZER || !host.v1root[c][0])
+		/* the freezer pauses a sandbox (dsec-reap --pause) */
+		if (!host.v1root[c][0])
 			continue;
 		/* co-mounted controllers (cpu,cpuacct) share one dir */
 		snprintf(sb->cg.v1[c], DSEC_CG_PATH_MAX, "%s/%s/%s", host.v1root[c], parent,
@@ -637,5 +637,59 @@ int dsec_cgroup_set_limits(const struct dsec_sandbox *sb, const struct dsec_limi
 		    0)
 			return -1;
 	}
+	return 0;
+}
+
+/* The dir whose freeze state is the sandbox's: v2's cgroup, v1's freezer cgroup. */
+static const char *freeze_dir(const struct dsec_sandbox *sb)
+{
+	if (sb->cg.version == 2)
+		return sb->cg.v2;
+	if (sb->cg.version == 1)
+		return sb->cg.v1[DSEC_CG_FREEZER];
+	return "";
+}
+
+int dsec_cgroup_frozen(const struct dsec_sandbox *sb)
+{
+	const char *d = freeze_dir(sb);
+	char buf[256];
+
+	if (!d[0])
+		return -1;
+	if (sb->cg.version == 2) {
+		if (read_small(d, "cgroup.freeze", buf, sizeof(buf)) < 0)
+			return -1;
+		return buf[0] == '1';
+	}
+	if (read_small(d, "freezer.state", buf, sizeof(buf)) < 0)
+		return -1;
+	return strncmp(buf, "THAWED", 6) != 0;
+}
+
+int dsec_cgroup_freeze(const struct dsec_sandbox *sb, int frozen, struct dsec_err *err)
+{
+	const char *d = freeze_dir(sb);
+	char buf[256];
+
+	if (!d[0])
+		return dsec_err_set(err, ENOTSUP, "%s: no freezer cgroup", sb->id);
+	if (sb->cg.version == 2) {
+		if (write_str(d, "cgroup.freeze", frozen ? "1" : "0", err) < 0)
+			return -1;
+	} else if (write_str(d, "freezer.state", frozen ? "FROZEN" : "THAWED", err) < 0) {
+		return -1;
+	}
+	/* freezing completes asynchronously: wait until every task has stopped (bounded) */
+	for (int i = 0; frozen && i < 2000; i++) {
+		if (sb->cg.version == 2 ? read_small(d, "cgroup.events", buf, sizeof(buf)) < 0 ||
+					      strstr(buf, "frozen 1")
+					: read_small(d, "freezer.state", buf, sizeof(buf)) < 0 ||
+					      !strncmp(buf, "FROZEN", 6))
+			return 0;
+		sleep_us(i < 100 ? 50 : 1000);
+	}
+	if (frozen)
+		return dsec_err_set(err, ETIMEDOUT, "%s: tasks do not freeze", sb->id);
 	return 0;
 }

@@ -9,6 +9,7 @@
  *   v2: <cgroup2 mount>/<parent>/<id>         (the parent's cgroup.subtree_control enables
  *                                              memory cpu pids [io])
  *   v1: /sys/fs/cgroup/<ctrl>/<parent>/<id>   for ctrl in memory cpu cpuacct pids freezer
+ *                                              (freezer: for pausing)
  */
 #ifndef DSEC_CGROUP_H
 #define DSEC_CGROUP_H
@@ -59,6 +60,14 @@ int dsec_cgroup_kill(const struct dsec_sandbox *sb, struct dsec_err *err);
 /* Remove the sandbox's cgroup dir(s) (rmdir; retries while the last tasks exit). Tolerant of
  * missing dirs. 0 or -1. */
 int dsec_cgroup_remove(const struct dsec_sandbox *sb, struct dsec_err *err);
+
+/* Freeze (pause) or thaw every process of the sandbox: cgroup.freeze on v2, the freezer
+ * controller's freezer.state on v1. Freezing waits (bounded, 2 s) until every task stopped.
+ * 0 or -1. */
+int dsec_cgroup_freeze(const struct dsec_sandbox *sb, int frozen, struct dsec_err *err);
+
+/* Is the sandbox frozen (or freezing)? 1, 0, or -1 when there is no freezer to ask. */
+int dsec_cgroup_frozen(const struct dsec_sandbox *sb);
 
 /* Usage of the sandbox's cgroup. Fields that cannot be read are 0. 0 or -1. */
 int dsec_cgroup_stats(const struct dsec_sandbox *sb, struct dsec_cgroup_stats *st,

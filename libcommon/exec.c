@@ -1,5 +1,6 @@
 #include "exec.h"
 #include "caps.h"
+#include "cgroup.h"
 #include "seccomp.h"
 
 #include <errno.h>
@@ -76,6 +77,9 @@ int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dse
 		goto fail;
 	}
 	t->nsflags = dsec_sandbox_nsflags(&t->sb);
+	/* a paused sandbox (dsec-reap --pause) resumes first: the command would freeze in it */
+	if (dsec_cgroup_frozen(&t->sb) == 1 && dsec_cgroup_freeze(&t->sb, 0, err) < 0)
+		goto fail;
 	if (t->sb.cg.version == 2) {
 		t->cgdir = open(t->sb.cg.v2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (t->cgdir < 0) {

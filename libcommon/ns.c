@@ -612,7 +612,7 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 {
 	char opts[160];
 	uint64_t inodes = spec->disk / 4096;
-	int sysfd, masks[NELEM(dir_mask)];
+	int sysfd, tmpfs, masks[NELEM(dir_mask)];
 
 	if (inodes < 16384)
 		inodes = 16384;
@@ -644,6 +644,9 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	if (mount("/sb/dev", "/sb/r/dev", NULL, MS_BIND, NULL) < 0 ||
 	    mount(NULL, "/sb/r/dev", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC, NULL) < 0)
 		return dsec_err_sys(err, "mount /dev");
+	tmpfs = open("/sb", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (tmpfs < 0)
+		return dsec_err_sys(err, "open sandbox tmpfs");
 	/* detached copies of the template's sysfs and mask dir, attached once inside */
 	sysfd = open_tree(AT_FDCWD, "/s", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (sysfd < 0)
@@ -689,5 +692,5 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		return dsec_err_sys(err, "sethostname '%s'", spec->hostname);
 	if (spec->loopback && loopback_up(err) < 0)
 		return -1;
-	return 0;
+	return tmpfs;
 }

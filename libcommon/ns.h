@@ -79,8 +79,13 @@ int dsec_rootfs_overlay_opts(const struct dsec_image *img, struct dsec_rootfs_sp
 /* In the sandbox's first process (pid 1 of a new pid namespace, in new uts/ipc/net namespaces):
  * enter the template, unshare mount and cgroup namespaces, mount tmpfs, overlay, /proc, /dev,
  * move the overlay to / and chroot into it, set the hostname, bring lo up. Safe after fork
- * (no allocation). 0 or -1. */
+ * (no allocation). Returns an O_PATH fd (O_CLOEXEC) of the sandbox's tmpfs root, unreachable by
+ * path once the overlay covers it, which the holder keeps as fd DSEC_HOLDER_TMPFS_FD so that
+ * host-side code reaches the upper dir at /proc/HOLDER/fd/4/u; or -1. */
 int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err);
+
+#define DSEC_HOLDER_TMPFS_FD 4
+#define DSEC_ROOTFS_UPPER "u" /* the overlay's upper dir, relative to the tmpfs root */
 
 /* The hex part of "sha256:<hex>" (or the id itself when it has no prefix). */
 const char *dsec_layer_hex(const char *layer_id);

@@ -320,8 +320,54 @@ struct tw {
 	void *links;
 	char *buf;
 	dev_t dev;
+	const struct dsec_tar_upper *upper; /* reading an overlay upper dir */
 	struct dsec_err *err;
 };
+
+static unsigned long shift_id(unsigned long id, unsigned long base, unsigned long count)
+{
+	if (!count)
+		return id;
+	return id >= base && id - base < count ? id - base : 65534;
+}
+
+/* An empty regular file entry (a whiteout marker) at rel. */
+static int tw_marker(struct tw *w, const char *rel)
+{
+	archive_entry_clear(w->e);
+	archive_entry_copy_pathname(w->e, rel);
+	archive_entry_set_filetype(w->e, AE_IFREG);
+	archive_entry_set_perm(w->e, 0600);
+	archive_entry_set_size(w->e, 0);
+	if (archive_write_header(w->a, w->e) < ARCHIVE_WARN)
+		return dsec_err_set(w->err, EIO, "'%s': %s", rel, archive_error_string(w->a));
+	return 0;
+}
+
+/* Upper dir entries that are not plain tree entries: whiteouts become markers; what a layer
+ * cannot hold is skipped. 1 handled (or skipped), 0 go on as usual, -1 error. */
+static int tw_upper_special(struct tw *w, const char *name, const char *rel, const struct stat *st)
+{
+	char *path;
+	int rc;
+
+	if (!strchr(rel, '/') && S_ISDIR(st->st_mode) &&
+	    (!strcmp(name, "dev") || !strcmp(name, "proc") || !strcmp(name, "sys")))
+		return 1;
+	if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0)) {
+		path = malloc(PATH_MAX);
+		if (!path)
+			return dsec_err_set(w->err, ENOMEM, "out of memory");
+		snprintf(path, PATH_MAX, "%.*s.wh.%s", (int)(strlen(rel) - strlen(name)), rel,
+			 name);
+		rc = tw_marker(w, path);
+		free(path);
+		return rc < 0 ? -1 : 1;
+	}
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode))
+		return 1;
+	return 0;
+}
 
 static int hl_cmp(const void *x, const void *y)
 {
@@ -366,11 +412,16 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return dsec_err_sys(w->err, "'%s': stat", rel);
+	if (w->upper && (rc = tw_upper_special(w, name, rel, &st)) != 0)
+		return rc < 0 ? -1 : 0;
+	rc = -1;
 	archive_entry_clear(e);
 	archive_entry_copy_pathname(e, rel);
 	archive_entry_set_mode(e, st.st_mode);
-	archive_entry_set_uid(e, st.st_uid);
-	archive_entry_set_gid(e, st.st_gid);
+	archive_entry_set_uid(e, w->upper ? shift_id(st.st_uid, w->upper->uid, w->upper->count)
+					  : st.st_uid);
+	archive_entry_set_gid(e, w->upper ? shift_id(st.st_gid, w->upper->gid, w->upper->count)
+					  : st.st_gid);
 	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 	if (S_ISLNK(st.st_mode)) {
 		char *target = malloc(PATH_MAX); /* off the stack: this recurses per level */
@@ -426,7 +477,24 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 		}
 	}
 	rc = 0;
-	if (S_ISDIR(st.st_mode) && st.st_dev == w->dev)
+	if (S_ISDIR(st.st_mode) && w->upper) {
+		char opq[2];
+
+		if (fgetxattr(fd, "trusted.overlay.opaque", opq, sizeof(opq)) == 1 &&
+		    opq[0] == 'y') {
+			char *path = malloc(PATH_MAX);
+
+			if (!path) {
+				rc = dsec_err_set(w->err, ENOMEM, "out of memory");
+				goto out;
+			}
+			snprintf(path, PATH_MAX, "%s%s.wh..wh..opq", strcmp(rel, "./") ? rel : "",
+				 strcmp(rel, "./") ? "/" : "");
+			rc = tw_marker(w, path);
+			free(path);
+		}
+	}
+	if (rc == 0 && S_ISDIR(st.st_mode) && st.st_dev == w->dev)
 		rc = tw_dir(w, fd, rel, 0);
 out:
 	if (fd >= 0)
@@ -482,9 +550,10 @@ static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
 	return rc;
 }
 
-int dsec_tar_dir_write(int dirfd, int fd, int zstd, struct dsec_err *err)
+static int tar_write(int dirfd, int fd, int zstd, const struct dsec_tar_upper *u,
+		     struct dsec_err *err)
 {
-	struct tw w = {.err = err};
+	struct tw w = {.err = err, .upper = u};
 	struct stat st;
 	int rc = -1;
 
@@ -521,8 +590,19 @@ out:
 	return rc;
 }
 
-int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
-			dsec_import_cb cb, void *arg, struct dsec_err *err)
+int dsec_tar_dir_write(int dirfd, int fd, int zstd, struct dsec_err *err)
+{
+	return tar_write(dirfd, fd, zstd, NULL, err);
+}
+
+int dsec_tar_upper_write(int dirfd, int fd, const struct dsec_tar_upper *u, struct dsec_err *err)
+{
+	return tar_write(dirfd, fd, 0, u, err);
+}
+
+static int tar_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
+		      const struct dsec_tar_upper *u, dsec_import_cb cb, void *arg,
+		      struct dsec_err *err)
 {
 	int pfd[2], rc, status;
 	pid_t pid;
@@ -540,7 +620,7 @@ int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opt
 
 		close(pfd[0]);
 		signal(SIGPIPE, SIG_DFL);
-		if (dsec_tar_dir_write(dirfd, pfd[1], 1, &e2) < 0) {
+		if (tar_write(dirfd, pfd[1], !u, u, &e2) < 0) {
 			dsec_err_print(&e2);
 			_exit(1);
 		}
@@ -554,4 +634,17 @@ int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opt
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
 		rc = dsec_err_set(err, EIO, "reading the directory failed");
 	return rc;
+}
+
+int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
+			dsec_import_cb cb, void *arg, struct dsec_err *err)
+{
+	return tar_import(p, o, dirfd, NULL, cb, arg, err);
+}
+
+int dsec_tar_upper_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
+			  const struct dsec_tar_upper *u, dsec_import_cb cb, void *arg,
+			  struct dsec_err *err)
+{
+	return tar_import(p, o, dirfd, u, cb, arg, err);
 }

@@ -25,4 +25,21 @@ int dsec_tar_dir_write(int dirfd, int fd, int zstd, struct dsec_err *err);
 int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
 			dsec_import_cb cb, void *arg, struct dsec_err *err);
 
+/* How dsec_tar_upper_write reads an overlay's upper dir. */
+struct dsec_tar_upper {
+	unsigned long uid, gid, count; /* host ids of the sandbox's root; count 0: no shift */
+};
+
+/* Write an overlay upper dir as a layer tar: whiteouts (char 0:0) become ".wh.NAME" entries,
+ * opaque dirs (trusted.overlay.opaque "y") get ".wh..wh..opq", owners in the id range are
+ * shifted down to the sandbox's own view (others become 65534), sockets, fifos and devices are
+ * left out, and so are the top-level dev, proc and sys dirs dsec made as mount points. Never
+ * follows a symlink. 0 or -1. */
+int dsec_tar_upper_write(int dirfd, int fd, const struct dsec_tar_upper *u, struct dsec_err *err);
+
+/* Import an upper dir as one layer through dsec_tar_upper_write (in a child process). */
+int dsec_tar_upper_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
+			  const struct dsec_tar_upper *u, dsec_import_cb cb, void *arg,
+			  struct dsec_err *err);
+
 #endif

@@ -479,7 +479,7 @@ static int child_main(void *argp)
 	struct dsec_err *err = &a->err;
 	char *const argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL};
 	char *const envp[] = {NULL};
-	int fd;
+	int fd, tmpfs, usock, hfd;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* before anything else, so that its cgroup namespace is rooted there (v2 as v1: clone3's
@@ -494,17 +494,23 @@ static int child_main(void *argp)
 			(void)0;
 		close(fd);
 	}
-	if (dsec_rootfs_setup(a->spec, err) < 0)
+	if ((tmpfs = dsec_rootfs_setup(a->spec, err)) < 0)
 		goto fail;
 	syscall(SYS_close_range, 0U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
-	/* the only descriptor the holder gets: it moves itself into a new user namespace, says so
-	 * on fd 3 and waits there until we have written its id maps */
-	if (a->usock >= 0 && (a->usock == 3 ? fcntl(3, F_SETFD, 0) : dup2(a->usock, 3)) < 0) {
-		dsec_err_sys(err, "pass handshake socket");
+	/* what the holder gets: fd 3, in a user namespace, the handshake socket (it moves itself
+	 * into a new user namespace, says so and waits there until we have written its id maps);
+	 * fd 4, the sandbox's tmpfs, which dsec-layer commit reads the upper dir from. Moved up
+	 * first so that neither dup2 closes the other. */
+	hfd = fcntl(a->hfd, F_DUPFD_CLOEXEC, 10);
+	tmpfs = fcntl(tmpfs, F_DUPFD_CLOEXEC, 10);
+	usock = a->usock >= 0 ? fcntl(a->usock, F_DUPFD_CLOEXEC, 10) : -1;
+	if (hfd < 0 || tmpfs < 0 || (a->usock >= 0 && usock < 0) ||
+	    (usock >= 0 && dup2(usock, 3) < 0) || dup2(tmpfs, DSEC_HOLDER_TMPFS_FD) < 0) {
+		dsec_err_sys(err, "pass descriptors to holder");
 		goto fail;
 	}
 	prctl(PR_SET_PDEATHSIG, 0);
-	syscall(SYS_execveat, a->hfd, "", argv, envp, AT_EMPTY_PATH);
+	syscall(SYS_execveat, hfd, "", argv, envp, AT_EMPTY_PATH);
 	dsec_err_sys(err, "exec holder");
 fail:
 	if (!err->errnum)
@@ -756,6 +762,9 @@ int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, st
 {
 	int fd = dsec_sandbox_pidfd(sb, NULL), rc = 0;
 
+	/* a paused sandbox's tasks (v1 freezer) would not die before they thaw */
+	if (sb->cg.version && dsec_cgroup_frozen(sb) == 1)
+		dsec_cgroup_freeze(sb, 0, NULL);
 	if (fd >= 0) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
@@ -776,6 +785,31 @@ int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, st
 		rc = -1;
 	if (rc < 0)
 		return dsec_err_wrap(err, "%s", sb->id);
+	return 0;
+}
+
+int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	struct dsec_sandbox n;
+
+	memset(&n, 0, sizeof(n));
+	snprintf(n.id, sizeof(n.id), "%s", sb->id);
+	snprintf(n.image, sizeof(n.image), "%s", sb->image);
+	snprintf(n.hostname, sizeof(n.hostname), "%s", sb->hostname);
+	n.limits = sb->limits;
+	n.ttl_us = sb->ttl_us;
+	n.net = sb->net;
+	n.env = sb->env;
+	n.labels = sb->labels;
+	sb->env = sb->labels = NULL;
+	if (dsec_sandbox_destroy(p, sb, err) < 0 || dsec_sandbox_create(p, &n, err) < 0 ||
+	    dsec_sandbox_commit(&n, err) < 0) {
+		json_decref(n.env);
+		json_decref(n.labels);
+		return -1;
+	}
+	dsec_sandbox_free(sb);
+	*sb = n;
 	return 0;
 }
 

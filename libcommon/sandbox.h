@@ -166,6 +166,12 @@ int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err);
  * Tolerant of parts already gone (a dead holder, a missing cgroup). 0 or -1. */
 int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
 
+/* Reset sb to its image's state under the same id: destroy it (every process, every write) and
+ * create it again from the same image name, limits, TTL (counted anew), host name, network, env
+ * and labels. The caller holds the run lock shared, as for create. On success sb describes the
+ * new sandbox (committed: handed out). 0 or -1 (the sandbox may then be gone). */
+int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
+
 /* Take the run dir lock ($DSEC_RUN/lock): exclusive or shared, waiting. Returns the fd (close
  * to release) or -1. Creates $DSEC_RUN when missing. */
 int dsec_run_lock(const struct dsec_paths *p, int exclusive, struct dsec_err *err);

@@ -216,7 +216,7 @@ EOF
 	dsec-exec --timeout 60 "$id" -- sleep 100 &
 	pid=$!
 	sleep 1
-	cg=$(jq -r '.cgroup | if .version == 2 then .path else .paths.pids end' "$DSEC_RUN/sandboxes/$id/sandbox.json")
+	cg=$(jq -r '.cgroup | if .version == 2 then .path else (.paths.freezer // .paths.pids) end' "$DSEC_RUN/sandboxes/$id/sandbox.json")
 	ls -d "$cg"/exec-* >/dev/null || { echo "no per-exec cgroup under $cg"; kill -9 "$pid"; return 1; }
 	kill -9 "$pid"
 	wait "$pid" || true

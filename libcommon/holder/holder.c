@@ -24,6 +24,7 @@
 #define NR_setgroups 116
 #define NR_setresuid 117
 #define NR_setresgid 119
+#define NR_prctl 157
 
 static long sys4(long n, long a, long b, long c, long d)
 {
@@ -55,6 +56,7 @@ __asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tand $-16,%rsp\n\tcal
 #define NR_setgroups 159
 #define NR_setresuid 147
 #define NR_setresgid 149
+#define NR_prctl 167
 
 static long sys4(long n, long a, long b, long c, long d)
 {
@@ -88,6 +90,7 @@ __asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tbl holder_main\n\tb .\
 #define NR_setgroups SYS_setgroups
 #define NR_setresuid SYS_setresuid
 #define NR_setresgid SYS_setresgid
+#define NR_prctl SYS_prctl
 static long sys4(long n, long a, long b, long c, long d)
 {
 	return syscall(n, a, b, c, d);
@@ -106,6 +109,7 @@ int main(void)
 #define WALL_ 0x40000000
 #define SIGCHLD_ 17
 #define F_GETFD_ 1
+#define PR_SET_DUMPABLE_ 4
 #define CLONE_NEWUSER_ 0x10000000
 
 /* With fd 3 open, dsec-spawn wants the sandbox in a user namespace of its own: make it, say 'u',
@@ -135,6 +139,9 @@ void holder_main(void)
 	if (sys4(NR_getpid, 0, 0, 0, 0) != 1)
 		sys4(NR_exit, 2, 0, 0, 0);
 
+	/* fd 4 is the sandbox's tmpfs, for dsec on the host: no process of the sandbox may look
+	 * into /proc/1/fd (also where root inside is host root, without a user namespace) */
+	sys4(NR_prctl, PR_SET_DUMPABLE_, 0, 0, 0);
 	enter_userns();
 
 	/* as pid 1 of its namespace it gets no signal from inside unless it has a handler; block

@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# dsec-reap --pause, --resume and --reset: freeze a sandbox, thaw it, reset it to its image.
+
+load helpers
+load image
+
+setup() {
+	dsec_setup
+	make_busybox_image
+}
+
+teardown() { dsec_teardown; }
+
+# A counter the sandbox's own background loop advances ten times a second.
+start_counter() {
+	dsec-exec "$1" -- sh -c '(i=0; while :; do i=$((i+1)); echo $i >/tmp/c; sleep 0.1; done) >/dev/null 2>&1 &'
+	sleep 0.5
+}
+counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
+
+@test "pause freezes every process, ps shows it, resume and exec thaw" {
+	spawn_one
+	start_counter "$ID"
+	# control: running, the counter moves
+	a=$(counter "$ID")
+	sleep 0.4
+	[ "$(counter "$ID")" -gt "$a" ]
+	run dsec-reap --pause "$ID"
+	[ "$status" -eq 0 ]
+	json_is "$output" .paused true
+	json_is "$(dsec-ps "$ID")" .state paused
+	a=$(counter "$ID")
+	sleep 0.5
+	[ "$(counter "$ID")" = "$a" ]
+	# a process of the sandbox is frozen (D or S in state, and no CPU moves)
+	run dsec-reap --resume "$ID"
+	json_is "$output" .paused false
+	json_is "$(dsec-ps "$ID")" .state running
+	sleep 0.4
+	[ "$(counter "$ID")" -gt "$a" ]
+	# exec into a paused sandbox resumes it first
+	dsec-reap --pause "$ID" >/dev/null
+	run timeout 10 dsec-exec "$ID" echo inside
+	[ "$status" -eq 0 ] && [ "$output" = inside ]
+	json_is "$(dsec-ps "$ID")" .state running
+}
+
+@test "pause holds under load: a CPU burner and a fork loop use no CPU while paused" {
+	spawn_one --pids 64
+	dsec-exec "$ID" -- sh -c '(while :; do :; done) >/dev/null 2>&1 & (while :; do sh -c true; done) >/dev/null 2>&1 &'
+	sleep 0.3
+	dsec-reap --pause "$ID" >/dev/null
+	c1=$(dsec-ps "$ID" | jq .cpu_us)
+	sleep 1
+	c2=$(dsec-ps "$ID" | jq .cpu_us)
+	# frozen: at most a few ms of CPU trickle in while the last tasks stop
+	[ $((c2 - c1)) -lt 20000 ] || { echo "cpu went $c1 -> $c2 while paused"; return 1; }
+	dsec-reap --resume "$ID" >/dev/null
+	sleep 0.5
+	c3=$(dsec-ps "$ID" | jq .cpu_us)
+	[ $((c3 - c2)) -gt 100000 ] || { echo "cpu went $c2 -> $c3 after resume"; return 1; }
+	# a paused sandbox reaps cleanly
+	holder=$(sb_pid "$ID")
+	cgs=$(sb_cgroups "$ID")
+	dsec-reap --pause "$ID" >/dev/null
+	run timeout 20 dsec-reap "$ID"
+	[ "$status" -eq 0 ]
+	[ ! -e "/proc/$holder" ] && [ -z "$(dsec-ps)" ]
+	for c in $cgs; do [ ! -e "$c" ] || { echo "cgroup $c left"; return 1; }; done
+}
+
+@test "reset: same id, limits and labels; writes and processes gone" {
+	spawn_one --memory 96M --label task=t1 --hostname box
+	old=$(sb_pid "$ID")
+	dsec-exec "$ID" -- sh -c 'echo x >/etc/written; rm /bin/vi; sleep 300 >/dev/null 2>&1 &'
+	run dsec-reap --reset "$ID"
+	[ "$status" -eq 0 ]
+	json_is "$output" .reset true
+	json_has "$output" '.reset_us > 0'
+	[ ! -e "/proc/$old" ] || [ "$(sb_pid "$ID")" != "$old" ]
+	run dsec-exec "$ID" sh -c 'ls /etc/written 2>&1; ls /bin/vi; hostname; ps -o comm | grep -c sleep'
+	[[ "${lines[0]}" == *"No such file"* ]] && [ "${lines[1]}" = /bin/vi ] && [ "${lines[2]}" = box ] &&
+		[ "${lines[3]}" = 0 ] || { echo "$output"; return 1; }
+	json_is "$(sb_json "$ID")" .limits.memory 100663296
+	json_is "$(sb_json "$ID")" .labels.task t1
+	[ "$(dsec-ps | jq -s length)" = 1 ]
+}
+
+@test "reset under load: a fork bomb is gone after reset" {
+	spawn_one --pids 48
+	dsec-exec "$ID" -- sh -c 'b() { b | b & }; (b) >/dev/null 2>&1 &'
+	sleep 0.5
+	run timeout 30 dsec-reap --reset "$ID"
+	[ "$status" -eq 0 ]
+	run dsec-exec "$ID" sh -c 'ps -o pid | wc -l'
+	# header, holder, sh, ps, wc
+	[ "$output" -le 5 ] || { echo "$output processes"; return 1; }
+}
+
+@test "pause, resume, reset: unknown ids are error records; bad combinations are usage errors" {
+	run dsec-reap --pause sb-000000000000
+	[ "$status" -eq 1 ]
+	json_has "$(records)" '.error.msg | contains("sb-000000000000")'
+	run dsec-reap --reset sb-000000000000
+	[ "$status" -eq 1 ]
+	spawn_one
+	run dsec-reap --reset sb-000000000000 "$ID"
+	[ "$status" -eq 1 ]
+	[ "$(records | jq -s 'map(select(.reset)) | length')" = 1 ]
+	must_fail dsec-reap --pause --all
+	[ "$status" -eq 2 ]
+	must_fail dsec-reap --pause --reset "$ID"
+	[ "$status" -eq 2 ]
+	# records on stdin pass through with the outcome
+	run dsec-reap --pause <<<"{\"id\":\"$ID\",\"task\":7}"
+	json_is "$output" .task 7
+	json_is "$output" .paused true
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bats
+# dsec-layer commit and dsec-spawn --from: a sandbox's changes become a layer and an image.
+
+load helpers
+load image
+
+setup() {
+	dsec_setup
+	make_busybox_image
+}
+
+teardown() { dsec_teardown; }
+
+# Everything of the tree but the kernel's mounts: type, mode, owner, size, content, link target.
+tree_of() {
+	dsec-exec "$1" -- sh -c 'cd / && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o -print | sort | while read -r f; do
+		if [ -L "$f" ]; then echo "$f -> $(readlink "$f")";
+		elif [ -f "$f" ]; then echo "$f $(stat -c "%a %u:%g %s" "$f") $(md5sum <"$f" | cut -c1-8)";
+		else echo "$f $(stat -c "%F %a %u:%g" "$f")"; fi; done'
+}
+
+@test "commit: deletions, renames, replaced dirs and owners; a fork sees exactly that tree" {
+	spawn_one
+	src=$ID
+	dsec-exec "$src" -- sh -c 'set -e
+		echo new >/etc/new; rm /bin/vi; mv /etc/passwd /etc/passwd.moved
+		rm -rf /root; mkdir /root; echo only >/root/only
+		mkdir -p /work/a/b; echo deep >/work/a/b/c; chown -R 1000:1001 /work; chmod 0640 /work/a/b/c
+		ln -s /etc/new /work/link; mkfifo /work/fifo; echo >>/etc/group'
+	run dsec-layer commit --name snap "$src"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	json_is "$output" .image snap
+	json_is "$output" .from busybox
+	json_has "$output" '.layers | length == 2'
+	json_is "$output" '.layers[1]' "$(jq -r .layer <<<"$output")"
+	before=$(tree_of "$src" | grep -v '^./work/fifo')
+	# the source goes on running, not paused
+	json_is "$(dsec-ps "$src")" .state running
+	spawn_one --image snap
+	after=$(tree_of "$ID")
+	[ "$before" = "$after" ] || { diff <(echo "$before") <(echo "$after"); return 1; }
+	[[ "$after" == *"./work/a/b/c 640 1000:1001 5"* ]]
+	[[ "$after" != *"./bin/vi"* ]] && [[ "$after" != *"./etc/passwd "* ]]
+	# control: the image without the layer still has what was deleted
+	spawn_one --image busybox
+	run dsec-exec "$ID" ls /bin/vi /etc/passwd
+	[ "$status" -eq 0 ]
+}
+
+@test "commit: planted links and special files never lead the host out of the sandbox" {
+	echo host-secret >"$TESTDIR/secret"
+	spawn_one
+	src=$ID
+	dsec-exec "$src" -- sh -c "ln -s '$TESTDIR/secret' /leak; ln -s / /rootlink; ln -s /proc/1/root /p1; mkfifo /fifo; mkdir -p /d; ln -s '$TESTDIR' /d/up"
+	run timeout 60 dsec-layer commit --name snap "$src"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	layer=$(jq -r .layer <<<"$output")
+	run bash -c "dsec-layer export '$layer' | zstd -dc | tar -tvf -"
+	[[ "$output" == *"leak -> $TESTDIR/secret"* ]] || { echo "$output"; return 1; }
+	[[ "$output" != *"fifo"* ]]
+	run bash -c "dsec-layer export '$layer' | zstd -dc | grep -c host-secret"
+	[ "$output" = 0 ]
+	# control: host-side code that follows the link from the sandbox's root (as a naive
+	# copy would) reads the host's file
+	holder=$(sb_pid "$src")
+	[ "$(cat "/proc/$holder/root/leak")" = host-secret ]
+	spawn_one --image snap
+	run dsec-exec "$ID" cat /leak
+	[ "$status" -ne 0 ]
+}
+
+@test "fork: dsec-spawn --from gives N sandboxes with the source's files, each its own" {
+	spawn_one
+	src=$ID
+	dsec-exec "$src" -- sh -c 'echo gen1 >/state'
+	run dsec-spawn --from "$src" -n 5
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r .id | sort -u | wc -l)" = 5 ]
+	for id in $(records | jq -r .id); do
+		[ "$id" != "$src" ]
+		[ "$(dsec-exec "$id" cat /state)" = gen1 ]
+		dsec-exec "$id" -- sh -c "echo $id >/state"
+	done
+	# each writes its own; the source is untouched
+	[ "$(dsec-exec "$src" cat /state)" = gen1 ]
+	id=$(records | jq -r .id | head -1)
+	[ "$(dsec-exec "$id" cat /state)" = "$id" ]
+	# a fork of a fork sees the newer state
+	id2=$(dsec-spawn --from "$id" | jq -r .id)
+	[ "$(dsec-exec "$id2" cat /state)" = "$id" ]
+}
+
+@test "commit: a paused sandbox stays paused; bad input is a clear error" {
+	spawn_one
+	dsec-reap --pause "$ID" >/dev/null
+	run dsec-layer commit "$ID"
+	[ "$status" -eq 0 ]
+	json_is "$output" .image "$ID"
+	json_is "$(dsec-ps "$ID")" .state paused
+	run dsec-layer commit sb-000000000000
+	[ "$status" -eq 1 ]
+	json_has "$(records)" '.error.msg | contains("sb-000000000000")'
+	must_fail dsec-layer commit --name 'bad/name' "$ID"
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --from "$ID" --image busybox
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --from ../x
+	[ "$status" -eq 2 ]
+}
