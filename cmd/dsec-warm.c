@@ -232,8 +232,10 @@ int main(int argc, char **argv)
 {
 	struct dsec_cli cli = {.help = usage};
 	struct dsec_err err = {0};
-	struct dsec_limits lim = {DSEC_DEFAULT_CPUS, DSEC_DEFAULT_MEMORY, DSEC_DEFAULT_PIDS,
-				  DSEC_DEFAULT_DISK};
+	struct dsec_limits lim = {.cpus = DSEC_DEFAULT_CPUS,
+				  .memory = DSEC_DEFAULT_MEMORY,
+				  .pids = DSEC_DEFAULT_PIDS,
+				  .disk = DSEC_DEFAULT_DISK};
 	enum dsec_net net = DSEC_NET_NONE;
 	const char *image = NULL, *min_free_s = NULL;
 	long long count = -1, jobs = 4, max_total = 0, ready, need, allowed, live;
