@@ -260,20 +260,6 @@ static int warm_only;
 /* --wait: how long a spawn waits for room on the node (UINT64_MAX: no end; 0: it fails) */
 static uint64_t wait_us;
 
-/* Sleep a little before trying again for room; 0 while the wait lasts, -1 once it is over. */
-static int wait_more(uint64_t t0, unsigned *round)
-{
-	uint64_t now = dsec_now_us(), step = 2000ULL << (*round < 6 ? *round : 6);
-
-	if (!wait_us || (wait_us != UINT64_MAX && now - t0 >= wait_us))
-		return -1;
-	if (wait_us != UINT64_MAX && now - t0 + step > wait_us)
-		step = wait_us - (now - t0);
-	(*round)++;
-	usleep((useconds_t)step);
-	return 0;
-}
-
 static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, uint64_t spawn_us)
 {
 	json_t *lim = json_pack("{s:f, s:I, s:I, s:I}", "cpus", sb->limits.cpus, "memory",
@@ -337,7 +323,7 @@ again:
 		rc = warm < 0 ? -1 : dsec_admit_create(paths, &sb, &err);
 		sb.env = sb.labels = NULL; /* borrowed from s */
 	}
-	if (rc < 0 && err.errnum == ENOSPC && wait_more(w0, &round) == 0) {
+	if (rc < 0 && err.errnum == ENOSPC && dsec_admit_wait(w0, wait_us, &round) == 0) {
 		memset(&err, 0, sizeof(err));
 		goto again;
 	}
@@ -386,29 +372,12 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 static int resize_one(const struct dsec_paths *paths, const char *id, json_t *in,
 		      const struct dsec_res *opt, unsigned opt_set)
 {
-	struct dsec_res r = *opt;
-	unsigned set = opt_set, round = 0;
-	struct dsec_sandbox sb;
 	struct dsec_err err = {0};
 	json_t *rec = in ? json_deep_copy(in) : json_pack("{s:s}", "id", id);
-	uint64_t us = 0, w0 = dsec_now_us();
 	int rc;
 
-	if (in && dsec_res_from_record(in, 1, &r, &set, &err) < 0)
+	if (dsec_res_resize_record(paths, id, rec, opt, opt_set, wait_us, &err) < 0)
 		goto failed;
-	if (!set) {
-		dsec_err_set(&err, EINVAL, "nothing to change (give a resource option or key)");
-		goto failed;
-	}
-	while ((rc = dsec_res_resize(paths, id, &r, set, &sb, &us, &err)) < 0 &&
-	       err.errnum == ENOSPC && wait_more(w0, &round) == 0)
-		memset(&err, 0, sizeof(err));
-	if (rc < 0)
-		goto failed;
-	json_object_set_new(rec, "limits", dsec_pool_limits_json(&sb.limits));
-	dsec_res_record(rec, &sb);
-	json_object_set_new(rec, "resize_us", json_integer((json_int_t)us));
-	dsec_sandbox_free(&sb);
 	rc = dsec_jsonl_emit(rec, &err);
 	json_decref(rec);
 	return rc < 0 ? -1 : 0;

@@ -356,9 +356,12 @@ static int by_id_seq(const void *a, const void *b)
 	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+/* Same process (start time against pid reuse), and not a zombie waiting to be reaped. */
 static int alive(pid_t pid, unsigned long long start)
 {
-	return pid > 0 && start && dsec_proc_start_time(pid) == start;
+	struct dsec_sandbox sb = {.holder_pid = pid, .holder_start = start};
+
+	return pid > 0 && start && dsec_sandbox_alive(&sb);
 }
 
 /* Sum the entries per id, drop the ids whose keeper is gone or whose sum is nothing, rewrite
@@ -616,5 +619,18 @@ int dsec_admit_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 	}
 	if (sb->cls == DSEC_CLASS_BE)
 		dsec_res_sched_holder(sb, NULL);
+	return 0;
+}
+
+int dsec_admit_wait(uint64_t t0, uint64_t wait_us, unsigned *round)
+{
+	uint64_t now = dsec_now_us(), step = 2000ULL << (*round < 6 ? *round : 6);
+
+	if (!wait_us || (wait_us != UINT64_MAX && now - t0 >= wait_us))
+		return -1;
+	if (wait_us != UINT64_MAX && now - t0 + step > wait_us)
+		step = wait_us - (now - t0);
+	(*round)++;
+	usleep((useconds_t)step);
 	return 0;
 }

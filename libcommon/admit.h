@@ -65,6 +65,10 @@ int dsec_admit_bind(const struct dsec_paths *p, const char *id, pid_t pid, unsig
 /* The exact sums of the live sandboxes' requests (compacts the ledger). 0 or -1. */
 int dsec_admit_sums(const struct dsec_paths *p, int64_t sum[DSEC_R_N], struct dsec_err *err);
 
+/* For --wait: sleep a little (2 ms, doubling up to 128 ms) before trying again for room. wait_us:
+ * how long in all since t0 (dsec_now_us), UINT64_MAX no end, 0 no wait. 0 slept, -1 over. */
+int dsec_admit_wait(uint64_t t0, uint64_t wait_us, unsigned *round);
+
 /* Create a sandbox through admission: reserve sb->req, dsec_sandbox_create, bind the reservation
  * to the holder (or take it back on failure); a best-effort sandbox's holder gets SCHED_IDLE.
  * No requests: just dsec_sandbox_create. Same contract as dsec_sandbox_create; ENOSPC when the

@@ -521,3 +521,48 @@ fail:
 	dsec_sandbox_free(out);
 	return -1;
 }
+
+int dsec_res_resize_record(const struct dsec_paths *p, const char *id, json_t *rec,
+			   const struct dsec_res *opt, unsigned opt_set, uint64_t wait_us,
+			   struct dsec_err *err)
+{
+	struct dsec_res r = {0};
+	unsigned set = 0, round = 0;
+	struct dsec_sandbox sb;
+	uint64_t us = 0, w0 = dsec_now_us();
+	int rc;
+
+	/* the options win: a record piped from dsec-spawn carries its current requests and class */
+	if (dsec_res_from_record(rec, 1, &r, &set, err) < 0)
+		return -1;
+#define OPT(bit, field)                                                                            \
+	if (opt_set & (bit))                                                                       \
+	r.field = opt->field
+	OPT(DSEC_RES_CPUS, lim.cpus);
+	OPT(DSEC_RES_MEMORY, lim.memory);
+	OPT(DSEC_RES_PIDS, lim.pids);
+	OPT(DSEC_RES_DISK, lim.disk);
+	OPT(DSEC_RES_IO_BPS, lim.io_bps);
+	OPT(DSEC_RES_IO_IOPS, lim.io_iops);
+	OPT(DSEC_RES_REQ_CPUS, req.cpus);
+	OPT(DSEC_RES_REQ_MEMORY, req.memory);
+	OPT(DSEC_RES_REQ_PIDS, req.pids);
+	OPT(DSEC_RES_REQ_DISK, req.disk);
+	OPT(DSEC_RES_IO_WEIGHT, req.io_weight);
+	OPT(DSEC_RES_CLASS, cls);
+#undef OPT
+	set |= opt_set;
+	if (!set)
+		return dsec_err_set(err, EINVAL, "%s: nothing to change (give a resource option)",
+				    id);
+	while ((rc = dsec_res_resize(p, id, &r, set, &sb, &us, err)) < 0 && err &&
+	       err->errnum == ENOSPC && dsec_admit_wait(w0, wait_us, &round) == 0)
+		memset(err, 0, sizeof(*err));
+	if (rc < 0)
+		return -1;
+	json_object_set_new(rec, "limits", dsec_pool_limits_json(&sb.limits));
+	dsec_res_record(rec, &sb);
+	json_object_set_new(rec, "resize_us", json_integer((json_int_t)us));
+	dsec_sandbox_free(&sb);
+	return 0;
+}

@@ -97,4 +97,11 @@ int dsec_res_apply(const struct dsec_sandbox *sb, const struct dsec_sandbox *old
 int dsec_res_resize(const struct dsec_paths *p, const char *id, const struct dsec_res *r,
 		    unsigned set, struct dsec_sandbox *out, uint64_t *us, struct dsec_err *err);
 
+/* dsec-spawn --resize for one record rec (id given apart): opt (the options' values, bits in
+ * opt_set) and rec's own resource keys, waiting up to wait_us for room (UINT64_MAX: no end);
+ * adds "limits", "requests", "class" as they now are and "resize_us" to rec. 0 or -1. */
+int dsec_res_resize_record(const struct dsec_paths *p, const char *id, json_t *rec,
+			   const struct dsec_res *opt, unsigned opt_set, uint64_t wait_us,
+			   struct dsec_err *err);
+
 #endif
