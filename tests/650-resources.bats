@@ -187,3 +187,31 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	json_is "$(records)" .class ls
 	json_has "$(records)" '.requests.cpus == 0 and .limits.cpus == 1'
 }
+
+@test "resources: io limits on the store's disk, a blkio cgroup only then (v1), removed by reap" {
+	spawn_one --io-bps 1M --io-iops 100
+	json_is "$REC" .limits.io_bps 1048576
+	dev=$(jq -r .limits.io_device <<<"$REC")
+	[[ "$dev" =~ ^[0-9]+:[0-9]+$ ]]
+	if v1 "$ID"; then
+		[ "$(cg_file "$ID" blkio blkio.throttle.read_bps_device)" = "$dev 1048576" ]
+		[ "$(cg_file "$ID" blkio blkio.throttle.write_iops_device)" = "$dev 100" ]
+		blk=$(jq -r .cgroup.paths.blkio "$DSEC_RUN/sandboxes/$ID/sandbox.json")
+		[ -d "$blk" ]
+		run dsec-ps "$ID"
+		json_has "$(records)" '.usage.io_read_bytes >= 0'
+		dsec-reap "$ID" >/dev/null
+		[ ! -d "$blk" ]
+		# without io settings: no blkio cgroup, io usage unknown
+		spawn_one
+		json_is "$(sb_json "$ID")" .cgroup.paths.blkio null
+		run dsec-ps "$ID"
+		json_is "$(records)" .usage.io_read_bytes null
+	else
+		grep -q "^$dev rbps=1048576 wbps=1048576 riops=100 wiops=100" \
+			"$(jq -r .cgroup.path "$DSEC_RUN/sandboxes/$ID/sandbox.json")/io.max"
+	fi
+	printf 'io_device = none\n' >"$DSEC_ROOT/node.conf"
+	must_fail dsec-spawn --image busybox --io-bps 1M
+	[[ "$output" == *"no block device known"* ]]
+}
