@@ -44,7 +44,7 @@ struct dsec_pool {
 	char image[DSEC_NAME_MAX + 1];
 	struct dsec_limits limits;
 	enum dsec_net net;
-	char dir[PATH_MAX]; /* $DSEC_RUN/pools/<key> */
+	char dir[PATH_MAX];       /* $DSEC_RUN/pools/<key> */
 	struct dsec_requests req; /* resource.h: requests and class of the profile; admission */
 	enum dsec_class cls;      /* counts a ready sandbox with them */
 };

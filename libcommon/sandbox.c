@@ -149,8 +149,8 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 	if (sb->cg.version == 2) {
 		json_object_set_new(cg, "path", json_string(sb->cg.v2));
 	} else if (sb->cg.version == 1) {
-		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids",
-								 "freezer", "blkio"};
+		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu",     "cpuacct",
+								 "pids",   "freezer", "blkio"};
 		json_t *paths = json_object();
 
 		for (int c = 0; c < DSEC_CG_NCTRL; c++)
@@ -220,8 +220,8 @@ static int from_json(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 			     err) < 0)
 			return -1;
 	} else if (sb->cg.version == 1) {
-		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids",
-								 "freezer", "blkio"};
+		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu",     "cpuacct",
+								 "pids",   "freezer", "blkio"};
 		json_t *paths = json_object_get(cg, "paths");
 
 		for (int c = 0; c < DSEC_CG_NCTRL; c++)

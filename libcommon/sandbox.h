@@ -66,17 +66,18 @@ struct dsec_limits {
 	uint64_t memory; /* bytes; 0 = unlimited */
 	uint64_t pids;   /* max tasks; 0 = unlimited */
 	uint64_t disk;   /* size of the tmpfs holding the writable layer, bytes */
-	uint64_t io_bps;  /* block I/O bytes/s, read and write each, on the node's io device; 0 = none */
+	uint64_t
+	    io_bps; /* block I/O bytes/s, read and write each, on the node's io device; 0 = none */
 	uint64_t io_iops; /* block I/O operations/s, read and write each; 0 = none */
 };
 
 /* What a sandbox is guaranteed (resource.h): CPU weight, memory protection; admission (admit.h)
  * sums them per node. 0 = nothing asked for. */
 struct dsec_requests {
-	double cpus;     /* CPUs */
-	uint64_t memory; /* bytes */
-	uint64_t pids;   /* tasks (admission only) */
-	uint64_t disk;   /* bytes of writable layer (admission only) */
+	double cpus;        /* CPUs */
+	uint64_t memory;    /* bytes */
+	uint64_t pids;      /* tasks (admission only) */
+	uint64_t disk;      /* bytes of writable layer (admission only) */
 	unsigned io_weight; /* 1..10000, 0 = the kernel's default */
 };
 
@@ -123,7 +124,7 @@ struct dsec_sandbox {
 	uid_t uid_base; /* host uid of root inside (userns only) */
 	gid_t gid_base;
 	unsigned id_count;
-	char dir[PATH_MAX]; /* $DSEC_RUN/sandboxes/<id> */
+	char dir[PATH_MAX];       /* $DSEC_RUN/sandboxes/<id> */
 	struct dsec_requests req; /* resource.h; in the state as "requests" */
 	enum dsec_class cls;      /* in the state as "class" */
 	char io_dev[24];          /* "MAJ:MIN" the io limits apply to, "" none */
