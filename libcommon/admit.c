@@ -364,6 +364,24 @@ static int alive(pid_t pid, unsigned long long start)
 	return pid > 0 && start && dsec_sandbox_alive(&sb);
 }
 
+/* A keeper that died between creating its sandbox and binding it (a killed dsec-spawn): while
+ * the sandbox's holder lives (until dsec-reap --orphans), it keeps the requests. 1 or 0. */
+static int rebind(const struct dsec_paths *p, struct entry *e)
+{
+	struct dsec_sandbox sb;
+	int live;
+
+	if (dsec_sandbox_load(p, e->id, &sb, NULL) < 0)
+		return 0;
+	live = dsec_sandbox_alive(&sb);
+	if (live) {
+		e->pid = sb.holder_pid;
+		e->start = sb.holder_start;
+	}
+	dsec_sandbox_free(&sb);
+	return live;
+}
+
 /* Sum the entries per id, drop the ids whose keeper is gone or whose sum is nothing, rewrite
  * the ledger with one entry per id left. l stays open on the new file. */
 static int compact(const struct dsec_paths *p, struct ledger *l, struct dsec_err *err)
@@ -404,7 +422,7 @@ static int compact(const struct dsec_paths *p, struct ledger *l, struct dsec_err
 		for (int r = 0; r < DSEC_R_N; r++)
 			any |= t[r] != 0;
 		/* the last entry names who keeps the id alive */
-		if (!any || !alive((pid_t)e[j - 1].pid, e[j - 1].start))
+		if (!any || (!alive((pid_t)e[j - 1].pid, e[j - 1].start) && !rebind(p, &e[j - 1])))
 			continue;
 		k = snprintf(line, sizeof(line), "%s %ld %llu %lld %lld %lld %lld\n", e[i].id,
 			     e[j - 1].pid, e[j - 1].start, (long long)t[0], (long long)t[1],

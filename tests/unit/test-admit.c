@@ -85,6 +85,47 @@ int main(void)
 	d[DSEC_R_CPU] = 2000;
 	ok(dsec_admit(&p, "sb-000000000004", 0, 0, d, &err) == 0, "room again after it");
 
+	/* a keeper that died before binding, its sandbox's holder alive: kept, rebound */
+	{
+		pid_t keeper = fork(), holder;
+		char path[PATH_MAX + 64];
+		FILE *f;
+
+		if (keeper == 0) {
+			pause();
+			_exit(0);
+		}
+		holder = fork();
+		if (holder == 0) {
+			pause();
+			_exit(0);
+		}
+		usleep(20000);
+		snprintf(path, sizeof(path), "%s/sandboxes/sb-000000000005", dir);
+		dsec_mkdir_p(path, 0700, &err);
+		strcat(path, "/sandbox.json");
+		f = fopen(path, "w");
+		fprintf(f,
+			"{\"id\":\"sb-000000000005\",\"image\":\"x\",\"holder\":{\"pid\":%d,"
+			"\"start\":%llu}}\n",
+			(int)holder, dsec_proc_start_time(holder));
+		fclose(f);
+		d[DSEC_R_CPU] = -2000;
+		dsec_admit(&p, "sb-000000000004", 0, 0, d, &err);
+		d[DSEC_R_CPU] = 500;
+		ok(dsec_admit(&p, "sb-000000000005", keeper, dsec_proc_start_time(keeper), d,
+			      &err) == 0,
+		   "reserved by a keeper");
+		kill(keeper, SIGKILL);
+		waitpid(keeper, &st, 0);
+		ok(dsec_admit_sums(&p, sum, &err) == 0 && sum[DSEC_R_CPU] == 1500,
+		   "its sandbox's live holder keeps the requests: %lld",
+		   (long long)sum[DSEC_R_CPU]);
+		kill(holder, SIGKILL);
+		waitpid(holder, &st, 0);
+		ok(dsec_admit_sums(&p, sum, &err) == 0 && sum[DSEC_R_CPU] == 1000,
+		   "and drops them with it: %lld", (long long)sum[DSEC_R_CPU]);
+	}
 	{
 		struct dsec_requests r = {.cpus = 0.25, .memory = 5, .pids = 6, .disk = 7};
 		int64_t a[DSEC_R_N];
