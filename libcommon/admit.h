@@ -16,7 +16,8 @@
  * it creates the sandbox, the holder once bound. Nothing subtracts when a sandbox goes away
  * (dsec-reap, a crash, a kill -9 of anything): the sums can only be too high, never too low.
  * Before refusing, and every so many entries, the ledger is compacted: entries summed per id,
- * ids whose last pid is gone dropped, the file rewritten. So a refusal is always decided on the
+ * ids whose last pid is gone dropped (unless the id's state names a live holder: a spawner
+ * killed before it bound the sandbox), the file rewritten. So a refusal is always decided on the
  * exact requests of the sandboxes alive at that moment, and a yes never passes the ratio. */
 #ifndef DSEC_ADMIT_H
 #define DSEC_ADMIT_H
