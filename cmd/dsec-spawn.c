@@ -374,30 +374,24 @@ static int resize_one(const struct dsec_paths *paths, const char *id, json_t *in
 {
 	struct dsec_err err = {0};
 	json_t *rec = in ? json_deep_copy(in) : json_pack("{s:s}", "id", id);
-	int rc;
+	int rc = dsec_res_resize_record(paths, id, rec, opt, opt_set, wait_us, &err), failed;
 
-	if (dsec_res_resize_record(paths, id, rec, opt, opt_set, wait_us, &err) < 0)
-		goto failed;
+	if ((failed = rc < 0)) {
+		dsec_err_print(&err);
+		dsec_jsonl_set_error(rec, &err, "dsec-spawn");
+	}
 	rc = dsec_jsonl_emit(rec, &err);
 	json_decref(rec);
-	return rc < 0 ? -1 : 0;
-failed:
-	dsec_err_print(&err);
-	dsec_jsonl_set_error(rec, &err, "dsec-spawn");
-	rc = dsec_jsonl_emit(rec, &err);
-	json_decref(rec);
-	return rc < 0 ? -1 : 1;
+	return rc < 0 ? -1 : failed;
 }
 
 static int resize_main(struct dsec_cli *cli, const struct dsec_res *opt, unsigned set, int nids,
-		       char **ids, int image)
+		       char **ids)
 {
 	struct dsec_paths paths;
 	struct dsec_err err = {0};
 	int failed = 0, r = 0;
 
-	if (image || warm_only)
-		dsec_usage_error("--resize takes no --image and no --warm-only");
 	if (!nids && isatty(STDIN_FILENO))
 		dsec_usage_error("--resize: no ID and no records on standard input");
 	dsec_cli_paths(cli, &paths);
@@ -445,7 +439,8 @@ int main(int argc, char **argv)
 			   .net = DSEC_NET_NONE};
 	long long n = 1;
 	int c, li, failed = 0, lock, resize = 0;
-	struct dsec_res rz = {0}; /* the resource options as given, for --resize */
+	const char *spawn_opt = NULL; /* an option that only creating takes, for --resize */
+	struct dsec_res rz = {0};     /* the resource options as given, for --resize */
 	unsigned rz_set = 0;
 
 	dsec_prog = "dsec-spawn";
@@ -457,6 +452,9 @@ int main(int argc, char **argv)
 
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
+		if (c == 'i' || c == 'n' || c == OPT_NET || c == OPT_TTL || c == OPT_ENV ||
+		    c == OPT_HOSTNAME || c == OPT_LABEL || c == OPT_WARM_ONLY)
+			spawn_opt = c == 'i' ? "image" : c == 'n' ? "count" : longopt_name(c);
 		switch (c) {
 		case 'i':
 			if (!dsec_image_name_ok(optarg))
@@ -524,9 +522,10 @@ int main(int argc, char **argv)
 			dsec_usage_error("unknown option");
 		}
 	}
+	if (resize && spawn_opt)
+		dsec_usage_error("--resize changes resources only, not --%s", spawn_opt);
 	if (resize)
-		return resize_main(&cli, &rz, rz_set, argc - optind, argv + optind,
-				   def.image != NULL);
+		return resize_main(&cli, &rz, rz_set, argc - optind, argv + optind);
 	if (optind < argc)
 		dsec_usage_error("unexpected argument '%s'", argv[optind]);
 	if (!def.image && isatty(STDIN_FILENO))

@@ -173,6 +173,9 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	json_has "$(records)" '.error.errno == 2'
 	must_fail dsec-spawn --resize "$ID"
 	[[ "$output" == *"nothing to change"* ]]
+	run dsec-spawn --resize "$ID" --ttl 5m
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--resize changes resources only, not --ttl"* ]]
 }
 
 @test "accounting: usage in dsec-ps and in every dsec-exec result" {
