@@ -7,10 +7,12 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "cgroup.h"
 #include "cli.h"
 #include "jsonl.h"
 #include "pool.h"
+#include "resource.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -20,10 +22,14 @@ static const char usage[] =
     "id, image, node, state (running, paused or dead), pid (of its holder), age and ttl_left "
     "(seconds),\n"
     "memory (bytes in use), cpu_us (CPU time used), pids (tasks), disk (bytes written to its\n"
-    "writable layer), disk_limit, limits and labels.\n"
+    "writable layer), disk_limit, limits, requests, class, labels, and usage (totals of its\n"
+    "cgroup: cpu_us, memory, memory_peak, pids, io_read_bytes, io_write_bytes).\n"
     "\n"
     "      --pools           list the warm pools instead (see dsec-warm): pool, image, ready,\n"
-    "                        limits, net, oldest_age\n"
+    "                        limits, requests, class, net, oldest_age\n"
+    "      --node            print one record for the node instead: per resource its\n"
+    "                        capacity, overcommit ratio and the live sandboxes' requests\n"
+    "                        (see dsec-node(5))\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
     "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
     "  -q, --quiet           no warnings\n"
@@ -33,8 +39,10 @@ static const char usage[] =
     "\n"
     "Exit status: 0 listed, 1 some id unknown, 2 usage error, 3 fatal.\n";
 
-static const struct option longopts[] = {
-    DSEC_COMMON_LONGOPTS, {"pools", no_argument, NULL, DSEC_OPT_FIRST_TOOL}, {NULL, 0, NULL, 0}};
+static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
+					 {"pools", no_argument, NULL, DSEC_OPT_FIRST_TOOL},
+					 {"node", no_argument, NULL, DSEC_OPT_FIRST_TOOL + 1},
+					 {NULL, 0, NULL, 0}};
 
 static struct dsec_paths paths;
 static int failed, out_gone;
@@ -101,7 +109,36 @@ static json_t *record(const struct dsec_sandbox *sb)
 	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
 	json_object_set_new(rec, "warm", json_boolean(dsec_pool_claimed(sb)));
 	json_object_set_new(rec, "labels", sb->labels ? json_incref(sb->labels) : json_object());
+	json_object_set_new(rec, "limits", dsec_pool_limits_json(&sb->limits));
+	dsec_res_record(rec, sb);
+	json_object_set_new(rec, "usage", dsec_res_usage_json(sb));
 	return rec;
+}
+
+/* --node: {"node":…,"cpu":{"capacity":…,"ratio":…,"allowed":…,"requested":…},…,
+ * "io_device":…} */
+static int node_record(void)
+{
+	struct dsec_err err = {0};
+	const struct dsec_node *n = dsec_node_get(&paths, &err);
+	int64_t sum[DSEC_R_N];
+	json_t *rec;
+
+	if (!n || dsec_admit_sums(&paths, sum, &err) < 0)
+		dsec_fatal(&err);
+	rec = json_pack("{s:s}", "node", dsec_node());
+	for (int r = 0; r < DSEC_R_N; r++) {
+		double k = r == DSEC_R_CPU ? 1000 : 1;
+
+		json_object_set_new(rec, dsec_res_name[r],
+				    json_pack("{s:f, s:b, s:f, s:f, s:f}", "capacity", n->cap[r],
+					      "auto", n->cap_auto[r], "ratio", n->ratio[r],
+					      "allowed", n->cap[r] * n->ratio[r], "requested",
+					      (double)sum[r] / k));
+	}
+	json_object_set_new(rec, "io_device", n->io_dev[0] ? json_string(n->io_dev) : json_null());
+	emit(rec);
+	return 0;
 }
 
 static int pool_one(const struct dsec_pool *pool, void *ctx)
@@ -134,7 +171,7 @@ int main(int argc, char **argv)
 {
 	struct dsec_cli cli = {.help = usage};
 	struct dsec_err err = {0};
-	int c, pools = 0;
+	int c, pools = 0, node = 0;
 
 	dsec_prog = "dsec-ps";
 	while ((c = getopt_long(argc, argv, "hVqv", longopts, NULL)) != -1) {
@@ -144,11 +181,19 @@ int main(int argc, char **argv)
 			pools = 1;
 			continue;
 		}
+		if (c == DSEC_OPT_FIRST_TOOL + 1) {
+			node = 1;
+			continue;
+		}
 		dsec_usage_error("unknown option");
 	}
 	dsec_cli_paths(&cli, &paths);
 	dsec_jsonl_init_output();
-	if (pools) {
+	if (node) {
+		if (pools || optind < argc)
+			dsec_usage_error("--node takes no ids and no --pools");
+		node_record();
+	} else if (pools) {
 		if (optind < argc)
 			dsec_usage_error("--pools takes no ids");
 		if (dsec_pool_foreach(&paths, pool_one, NULL, &err) < 0)

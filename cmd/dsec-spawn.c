@@ -9,17 +9,23 @@
 #include "cli.h"
 #include "commit.h"
 #include "jsonl.h"
+#include "admit.h"
 #include "pool.h"
+#include "resource.h"
 #include "sandbox.h"
 #include "state.h"
 
 static const char usage[] =
     "Usage: dsec-spawn --image IMAGE [-n N] [OPTION]...\n"
     "   or: ... | dsec-spawn [-n N] [OPTION]...\n"
+    "   or: dsec-spawn --resize [ID]... [RESOURCE OPTION]...\n"
     "Create sandboxes from IMAGE and print one JSON record per sandbox. Without --image, read\n"
     "one spec record per line on standard input (keys: image, cpus, memory, pids, disk, net,\n"
-    "ttl, env, hostname, labels); the options then give the defaults, and every other member\n"
-    "of a record passes through to its output.\n"
+    "ttl, env, hostname, labels, and the resource options' names with '_': cpu_request, …,\n"
+    "class); the options then give the defaults, and every other member of a record passes\n"
+    "through to its output. With --resize, change the limits, requests or class of live\n"
+    "sandboxes (the IDs, or records with \"id\" on standard input) to what the options and\n"
+    "the records' resource keys say, without restarting them.\n"
     "\n"
     "  -i, --image IMAGE     image from the layer store (see dsec-layer)\n"
     "  -n, --count N         create N sandboxes (per input record; default 1)\n"
@@ -27,6 +33,18 @@ static const char usage[] =
     "      --memory SIZE     memory limit, e.g. 512M (default 1G)\n"
     "      --pids N          maximum number of tasks (default 512)\n"
     "      --disk SIZE       size of the writable layer, a tmpfs (default 1G)\n"
+    "      --io-bps SIZE     block I/O limit in bytes/s, reads and writes each (default none)\n"
+    "      --io-iops N       block I/O limit in operations/s, reads and writes each\n"
+    "      --cpu-request F   CPUs guaranteed (CPU weight), counted by admission (default 0)\n"
+    "      --memory-request SIZE  memory protected from reclaim, counted by admission\n"
+    "      --pids-request N  tasks counted by admission\n"
+    "      --disk-request SIZE  writable layer counted by admission\n"
+    "      --io-weight N     block I/O weight, 1 to 10000 (where the kernel has one)\n"
+    "      --class CLASS     ls (latency-sensitive, default) or be (best-effort: low CPU\n"
+    "                        weight, SCHED_IDLE, reclaimed and OOM-killed first)\n"
+    "      --wait[=D]        when the node is full (see dsec-node(5)), wait for room, at most\n"
+    "                        D (e.g. 30s; default: no end), instead of failing\n"
+    "      --resize          resize live sandboxes instead of creating them\n"
     "      --net MODE        none (own network namespace, loopback only; default) or host\n"
     "      --ttl DURATION    lifetime before dsec-reap --expired takes it (default 1h; 0 = none)\n"
     "      --env K=V         environment for commands run in it (repeatable)\n"
@@ -44,7 +62,9 @@ static const char usage[] =
     "  -V, --version         show the version and exit\n"
     "\n"
     "Output: "
-    "{\"id\":…,\"image\":…,\"node\":…,\"warm\":false,\"spawn_us\":…,\"limits\":{…},\"ttl\":…}\n"
+    "{\"id\":…,\"image\":…,\"node\":…,\"warm\":false,\"spawn_us\":…,\"limits\":{…},\"ttl\":…,\n"
+    "\"requests\":{…},\"class\":…}; with --resize: the record with \"limits\", \"requests\",\n"
+    "\"class\" as they now are and \"resize_us\"\n"
     "Exit status: 0 all created, 1 some failed, 2 usage error, 3 fatal.\n";
 
 enum {
@@ -58,7 +78,10 @@ enum {
 	OPT_HOSTNAME,
 	OPT_LABEL,
 	OPT_WARM_ONLY,
-	OPT_FROM
+	OPT_FROM,
+	OPT_RES, /* the resource options: their long names go to dsec_res_parse */
+	OPT_WAIT,
+	OPT_RESIZE
 };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
@@ -75,6 +98,16 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"label", required_argument, NULL, OPT_LABEL},
 					 {"warm-only", no_argument, NULL, OPT_WARM_ONLY},
 					 {"from", required_argument, NULL, OPT_FROM},
+					 {"io-bps", required_argument, NULL, OPT_RES},
+					 {"io-iops", required_argument, NULL, OPT_RES},
+					 {"cpu-request", required_argument, NULL, OPT_RES},
+					 {"memory-request", required_argument, NULL, OPT_RES},
+					 {"pids-request", required_argument, NULL, OPT_RES},
+					 {"disk-request", required_argument, NULL, OPT_RES},
+					 {"io-weight", required_argument, NULL, OPT_RES},
+					 {"class", required_argument, NULL, OPT_RES},
+					 {"wait", optional_argument, NULL, OPT_WAIT},
+					 {"resize", no_argument, NULL, OPT_RESIZE},
 					 {NULL, 0, NULL, 0}};
 
 #define MAX_TTL_US (3650ULL * 86400 * 1000000)
@@ -83,6 +116,8 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 struct spec {
 	const char *image;
 	struct dsec_limits lim;
+	struct dsec_requests req;
+	enum dsec_class cls;
 	uint64_t ttl_us;
 	enum dsec_net net;
 	const char *hostname;
@@ -156,6 +191,16 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 	    member_limit(rec, "disk", s, err) < 0 || member_limit(rec, "pids", s, err) < 0 ||
 	    member_limit(rec, "net", s, err) < 0)
 		return -1;
+	{
+		struct dsec_res r = {.lim = s->lim, .req = s->req, .cls = s->cls};
+		unsigned set = 0;
+
+		if (dsec_res_from_record(rec, 0, &r, &set, err) < 0)
+			return -1;
+		s->lim = r.lim;
+		s->req = r.req;
+		s->cls = r.cls;
+	}
 	if ((v = json_object_get(rec, "ttl"))) {
 		if (json_is_number(v) && json_number_value(v) >= 0 &&
 		    json_number_value(v) * 1e6 <= (double)MAX_TTL_US)
@@ -217,6 +262,8 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 /* Warm pools: claims first (pool.h), cold only when none matches, unless --warm-only. */
 static struct dsec_claimer claimer;
 static int warm_only;
+/* --wait: how long a spawn waits for room on the node (UINT64_MAX: no end; 0: it fails) */
+static uint64_t wait_us;
 
 static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, uint64_t spawn_us)
 {
@@ -236,6 +283,7 @@ static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, 
 			    json_integer((json_int_t)((sb->ttl_us + 999999) / 1000000)));
 	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
 	json_object_set_new(rec, "pid", json_integer(sb->holder_pid));
+	dsec_res_record(rec, sb);
 	return rec;
 }
 
@@ -246,9 +294,11 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	struct dsec_sandbox sb;
 	struct dsec_err err = {0};
 	json_t *rec = json_deep_copy(in);
-	uint64_t t0;
+	uint64_t t0, w0 = dsec_now_us();
+	unsigned round = 0;
 	int rc, warm = 0;
 
+again:
 	memset(&sb, 0, sizeof(sb));
 	if (!s->image) {
 		dsec_err_set(&err, EINVAL, "no image (give --image or an \"image\" member)");
@@ -256,6 +306,8 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	}
 	snprintf(sb.image, sizeof(sb.image), "%s", s->image);
 	sb.limits = s->lim;
+	sb.req = s->req;
+	sb.cls = s->cls;
 	sb.ttl_us = s->ttl_us;
 	sb.net = s->net;
 	if (s->hostname)
@@ -273,8 +325,12 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	if (warm == 1) {
 		rc = 0;
 	} else {
-		rc = warm < 0 ? -1 : dsec_sandbox_create(paths, &sb, &err);
+		rc = warm < 0 ? -1 : dsec_admit_create(paths, &sb, &err);
 		sb.env = sb.labels = NULL; /* borrowed from s */
+	}
+	if (rc < 0 && err.errnum == ENOSPC && dsec_admit_wait(w0, wait_us, &round) == 0) {
+		memset(&err, 0, sizeof(err));
+		goto again;
 	}
 	if (rc < 0)
 		goto failed;
@@ -316,27 +372,95 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 	return 0;
 }
 
+/* --resize: one sandbox, from an id or a record with "id" (borrowed); emits the record. 0, 1
+ * (failed: an error record went out), -1 (stdout gone). */
+static int resize_one(const struct dsec_paths *paths, const char *id, json_t *in,
+		      const struct dsec_res *opt, unsigned opt_set)
+{
+	struct dsec_err err = {0};
+	json_t *rec = in ? json_deep_copy(in) : json_pack("{s:s}", "id", id);
+	int rc = dsec_res_resize_record(paths, id, rec, opt, opt_set, wait_us, &err), failed;
+
+	if ((failed = rc < 0)) {
+		dsec_err_print(&err);
+		dsec_jsonl_set_error(rec, &err, "dsec-spawn");
+	}
+	rc = dsec_jsonl_emit(rec, &err);
+	json_decref(rec);
+	return rc < 0 ? -1 : failed;
+}
+
+static int resize_main(struct dsec_cli *cli, const struct dsec_res *opt, unsigned set, int nids,
+		       char **ids)
+{
+	struct dsec_paths paths;
+	struct dsec_err err = {0};
+	int failed = 0, r = 0;
+
+	if (!nids && isatty(STDIN_FILENO))
+		dsec_usage_error("--resize: no ID and no records on standard input");
+	dsec_cli_paths(cli, &paths);
+	dsec_jsonl_init_output();
+	for (int i = 0; i < nids && r >= 0; i++)
+		if ((r = resize_one(&paths, ids[i], NULL, opt, set)) > 0)
+			failed = 1;
+	if (!nids) {
+		struct dsec_jsonl_reader rd;
+		json_t *rec, *id;
+
+		dsec_jsonl_reader_init(&rd, stdin, "<stdin>", 0);
+		while (r >= 0 && (r = dsec_jsonl_next(&rd, &rec, &err)) != 0) {
+			if (r < 0) {
+				dsec_err_print(&err);
+				failed = 1;
+				rec = dsec_jsonl_error_record(&err, "dsec-spawn");
+			} else if (!json_object_get(rec, "error")) {
+				id = json_object_get(rec, "id");
+				r = resize_one(&paths,
+					       json_is_string(id) ? json_string_value(id) : "", rec,
+					       opt, set);
+				failed |= r > 0;
+				json_decref(rec);
+				continue;
+			}
+			r = dsec_jsonl_emit(rec, &err);
+			json_decref(rec);
+		}
+		dsec_jsonl_reader_free(&rd);
+	}
+	return dsec_cli_exit(r < 0 ? DSEC_EXIT_FATAL : failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
+}
+
 int main(int argc, char **argv)
 {
 	struct dsec_cli cli = {.help = usage};
 	struct dsec_paths paths;
 	struct dsec_err err = {0};
-	struct spec def = {
-	    .lim = {DSEC_DEFAULT_CPUS, DSEC_DEFAULT_MEMORY, DSEC_DEFAULT_PIDS, DSEC_DEFAULT_DISK},
-	    .ttl_us = DSEC_DEFAULT_TTL_US,
-	    .net = DSEC_NET_NONE};
+	struct spec def = {.lim = {.cpus = DSEC_DEFAULT_CPUS,
+				   .memory = DSEC_DEFAULT_MEMORY,
+				   .pids = DSEC_DEFAULT_PIDS,
+				   .disk = DSEC_DEFAULT_DISK},
+			   .ttl_us = DSEC_DEFAULT_TTL_US,
+			   .net = DSEC_NET_NONE};
 	long long n = 1;
-	int c, failed = 0, lock;
+	int c, li, failed = 0, lock, resize = 0;
 	const char *from = NULL;
+	const char *spawn_opt = NULL; /* an option that only creating takes, for --resize */
+	struct dsec_res rz = {0};     /* the resource options as given, for --resize */
+	unsigned rz_set = 0;
 
 	dsec_prog = "dsec-spawn";
 	def.env = json_array();
 	def.labels = json_object();
-	while ((c = getopt_long(argc, argv, "hVqvi:n:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hVqvi:n:", longopts, &li)) != -1) {
 		char *eq;
+		struct dsec_res r;
 
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
+		if (c == 'i' || c == 'n' || c == OPT_NET || c == OPT_TTL || c == OPT_ENV ||
+		    c == OPT_HOSTNAME || c == OPT_LABEL || c == OPT_WARM_ONLY)
+			spawn_opt = c == 'i' ? "image" : c == 'n' ? "count" : longopt_name(c);
 		switch (c) {
 		case 'i':
 			if (!dsec_image_name_ok(optarg))
@@ -355,6 +479,26 @@ int main(int argc, char **argv)
 			if (dsec_limit_parse(longopt_name(c), optarg, 1, &def.lim, &def.net, &err) <
 			    0)
 				dsec_usage_error("%s", err.msg);
+			if (c != OPT_NET)
+				dsec_res_parse(longopt_name(c), optarg, 1, &rz, &rz_set, NULL);
+			break;
+		case OPT_RES:
+			r = (struct dsec_res){.lim = def.lim, .req = def.req, .cls = def.cls};
+			if (dsec_res_parse(longopts[li].name, optarg, 1, &r, &rz_set, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			dsec_res_parse(longopts[li].name, optarg, 1, &rz, &rz_set, NULL);
+			def.lim = r.lim;
+			def.req = r.req;
+			def.cls = r.cls;
+			break;
+		case OPT_WAIT:
+			wait_us = UINT64_MAX;
+			if (optarg && dsec_parse_duration(optarg, 3650ULL * 86400 * 1000000,
+							  &wait_us, "--wait", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_RESIZE:
+			resize = 1;
 			break;
 		case OPT_TTL:
 			if (dsec_parse_duration(optarg, MAX_TTL_US, &def.ttl_us, "--ttl", &err) < 0)
@@ -389,6 +533,10 @@ int main(int argc, char **argv)
 			dsec_usage_error("unknown option");
 		}
 	}
+	if (resize && spawn_opt)
+		dsec_usage_error("--resize changes resources only, not --%s", spawn_opt);
+	if (resize)
+		return resize_main(&cli, &rz, rz_set, argc - optind, argv + optind);
 	if (optind < argc)
 		dsec_usage_error("unexpected argument '%s'", argv[optind]);
 	if (from && def.image)

@@ -9,7 +9,9 @@
 
 #include "cli.h"
 #include "jsonl.h"
+#include "admit.h"
 #include "pool.h"
+#include "resource.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -30,10 +32,20 @@ static const char usage[] =
     "      --pids N          task limit of the profile (default 512)\n"
     "      --disk SIZE       size of each sandbox's writable tmpfs (default 1G)\n"
     "      --net MODE        none (default) or host\n"
+    "      --io-bps SIZE     block I/O limit of the profile in bytes/s\n"
+    "      --io-iops N       block I/O limit of the profile in operations/s\n"
+    "      --cpu-request F   CPUs guaranteed to each sandbox, counted by admission\n"
+    "      --memory-request SIZE  memory protected, counted by admission\n"
+    "      --pids-request N  tasks counted by admission\n"
+    "      --disk-request SIZE  writable layer counted by admission\n"
+    "      --io-weight N     block I/O weight of the profile, 1 to 10000\n"
+    "      --class CLASS     ls (default) or be (best-effort); ready sandboxes count against\n"
+    "                        the node's capacity (dsec-node(5)) with the profile's requests\n"
     "      --max-age D       reap and replace ready sandboxes older than D (e.g. 10m)\n"
     "      --max-total N     never grow the run dir past N sandboxes (all pools and claimed)\n"
     "      --min-free SIZE   never grow while MemAvailable is below SIZE\n"
-    "      --wait            wait for another run on this pool instead of exiting\n"
+    "      --wait[=D]        wait for another run on this pool instead of exiting, and for\n"
+    "                        room on the node when it is full (at most D, e.g. 30s)\n"
     "      --drain           reap every ready sandbox of the pool and remove the pool\n"
     "      --list            print a record per pool of the run dir and exit\n"
     "  -j, --jobs N          create N sandboxes at a time (default 4)\n"
@@ -60,7 +72,8 @@ enum {
 	OPT_MIN_FREE,
 	OPT_WAIT,
 	OPT_DRAIN,
-	OPT_LIST
+	OPT_LIST,
+	OPT_RES
 };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
@@ -75,7 +88,15 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"max-age", required_argument, NULL, OPT_MAX_AGE},
 					 {"max-total", required_argument, NULL, OPT_MAX_TOTAL},
 					 {"min-free", required_argument, NULL, OPT_MIN_FREE},
-					 {"wait", no_argument, NULL, OPT_WAIT},
+					 {"wait", optional_argument, NULL, OPT_WAIT},
+					 {"io-bps", required_argument, NULL, OPT_RES},
+					 {"io-iops", required_argument, NULL, OPT_RES},
+					 {"cpu-request", required_argument, NULL, OPT_RES},
+					 {"memory-request", required_argument, NULL, OPT_RES},
+					 {"pids-request", required_argument, NULL, OPT_RES},
+					 {"disk-request", required_argument, NULL, OPT_RES},
+					 {"io-weight", required_argument, NULL, OPT_RES},
+					 {"class", required_argument, NULL, OPT_RES},
 					 {"drain", no_argument, NULL, OPT_DRAIN},
 					 {"list", no_argument, NULL, OPT_LIST},
 					 {NULL, 0, NULL, 0}};
@@ -86,6 +107,7 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 static struct dsec_paths paths;
 static struct dsec_pool pool;
 static uint64_t min_free;
+static uint64_t wait_us; /* --wait=D for room on the node (UINT64_MAX: no end) */
 
 /* Make n ready sandboxes, emitting a record each. Returns 0, 1 (some failed), 3 (stdout gone)
  * or EXIT_LOW_MEMORY. */
@@ -99,10 +121,19 @@ static int make_n(long long n)
 		uint64_t t0 = dsec_now_us();
 		json_t *rec;
 
+		uint64_t w0 = t0;
+		unsigned round = 0;
+		int r;
+
 		if (min_free && dsec_mem_available() < min_free)
 			return EXIT_LOW_MEMORY;
-		if (dsec_pool_make(&paths, &pool, &sb, &err) < 0) {
+		while ((r = dsec_pool_make(&paths, &pool, &sb, &err)) < 0 && err.errnum == ENOSPC &&
+		       dsec_admit_wait(w0, wait_us, &round) == 0)
+			memset(&err, 0, sizeof(err));
+		if (r < 0) {
 			dsec_err_print(&err);
+			if (err.errnum == ENOSPC)
+				return 1; /* the node is full: no use trying the rest */
 			status = 1;
 			continue;
 		}
@@ -111,6 +142,7 @@ static int make_n(long long n)
 				dsec_pool_limits_json(&pool.limits), "net",
 				sb.net == DSEC_NET_HOST ? "host" : "none", "warm_us",
 				(json_int_t)(dsec_now_us() - t0));
+		dsec_res_record(rec, &sb);
 		dsec_sandbox_free(&sb);
 		if (dsec_jsonl_emit(rec, &err) < 0) {
 			json_decref(rec);
@@ -232,17 +264,21 @@ int main(int argc, char **argv)
 {
 	struct dsec_cli cli = {.help = usage};
 	struct dsec_err err = {0};
-	struct dsec_limits lim = {DSEC_DEFAULT_CPUS, DSEC_DEFAULT_MEMORY, DSEC_DEFAULT_PIDS,
-				  DSEC_DEFAULT_DISK};
+	struct dsec_limits lim = {.cpus = DSEC_DEFAULT_CPUS,
+				  .memory = DSEC_DEFAULT_MEMORY,
+				  .pids = DSEC_DEFAULT_PIDS,
+				  .disk = DSEC_DEFAULT_DISK};
 	enum dsec_net net = DSEC_NET_NONE;
 	const char *image = NULL, *min_free_s = NULL;
 	long long count = -1, jobs = 4, max_total = 0, ready, need, allowed, live;
 	uint64_t max_age = 0;
-	int c, wait = 0, drain_opt = 0, list = 0, runlock, plock, status;
+	int c, li, wait = 0, drain_opt = 0, list = 0, runlock, plock, status;
 	const struct option *o;
+	struct dsec_res res = {0};
+	unsigned res_set = 0;
 
 	dsec_prog = "dsec-warm";
-	while ((c = getopt_long(argc, argv, "hVqvi:n:j:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hVqvi:n:j:", longopts, &li)) != -1) {
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
 		switch (c) {
@@ -286,6 +322,16 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WAIT:
 			wait = 1;
+			wait_us = UINT64_MAX;
+			if (optarg && dsec_parse_duration(optarg, 3650ULL * 86400 * 1000000,
+							  &wait_us, "--wait", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_RES:
+			res.lim = lim;
+			if (dsec_res_parse(longopts[li].name, optarg, 1, &res, &res_set, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			lim = res.lim;
 			break;
 		case OPT_DRAIN:
 			drain_opt = 1;
@@ -314,6 +360,15 @@ int main(int argc, char **argv)
 		dsec_usage_error("give one of --count and --drain");
 
 	dsec_pool_init(&pool, &paths, image, &lim, net);
+	pool.req = res.req;
+	pool.cls = res.cls;
+	dsec_pool_rekey(&pool, &paths);
+	{
+		struct dsec_sandbox chk = {.limits = lim, .req = res.req};
+
+		if (dsec_res_check(&chk, &err) < 0)
+			dsec_usage_error("%s", err.msg);
+	}
 	/* shared, as dsec-spawn: the template namespace stays while we create */
 	runlock = dsec_run_lock(&paths, 0, &err);
 	if (runlock < 0)

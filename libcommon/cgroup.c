@@ -1,4 +1,5 @@
 #include "cgroup.h"
+#include "cgroup-int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const ctrl_name[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids", "freezer"};
+static const char *const ctrl_name[DSEC_CG_NCTRL] = {"memory", "cpu",     "cpuacct",
+						     "pids",   "freezer", "blkio"};
 
 /* What this host offers, found once per process in /proc/self/mountinfo. */
 static struct {
@@ -178,6 +180,18 @@ static void parent_name(const struct dsec_paths *p, char *buf, size_t n)
 	snprintf(buf, n, "dsec-%08x", h);
 }
 
+/* v1 blkio: a cgroup there costs a mkdir and a cgroup.procs write per exec, so only sandboxes
+ * with io settings get one (or, for one found by id only, when it has one). */
+static int blkio_wanted(const struct dsec_sandbox *sb, const char *root, const char *parent)
+{
+	char path[DSEC_CG_PATH_MAX + 128];
+
+	if (sb->limits.io_bps || sb->limits.io_iops || sb->req.io_weight)
+		return 1;
+	snprintf(path, sizeof(path), "%s/%s/%s", root, parent, sb->id);
+	return access(path, F_OK) == 0;
+}
+
 int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	char parent[128];
@@ -195,6 +209,8 @@ int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
 		/* the freezer pauses a sandbox (dsec-reap --pause) */
 		if (!host.v1root[c][0])
+			continue;
+		if (c == DSEC_CG_BLKIO && !blkio_wanted(sb, host.v1root[c], parent))
 			continue;
 		/* co-mounted controllers (cpu,cpuacct) share one dir */
 		snprintf(sb->cg.v1[c], DSEC_CG_PATH_MAX, "%s/%s/%s", host.v1root[c], parent,
@@ -292,6 +308,8 @@ int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
 			if (write_str(d, "pids.max", val, err) < 0)
 				goto fail;
 		}
+		if (dsec_cgroup_set_resources(sb, NULL, err) < 0)
+			goto fail;
 		return 0;
 	}
 	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
@@ -320,6 +338,8 @@ int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
 		if (write_str(sb->cg.v1[DSEC_CG_PIDS], "pids.max", val, err) < 0)
 			goto fail;
 	}
+	if (dsec_cgroup_set_resources(sb, NULL, err) < 0)
+		goto fail;
 	return 0;
 fail:
 	dsec_cgroup_remove(sb, NULL);
@@ -692,4 +712,20 @@ int dsec_cgroup_freeze(const struct dsec_sandbox *sb, int frozen, struct dsec_er
 	if (frozen)
 		return dsec_err_set(err, ETIMEDOUT, "%s: tasks do not freeze", sb->id);
 	return 0;
+}
+
+/* For cgroup-res.c (cgroup-int.h). */
+int dsec_cg_write(const char *dir, const char *file, const char *val, struct dsec_err *err)
+{
+	return write_str(dir, file, val, err);
+}
+
+ssize_t dsec_cg_read(const char *dir, const char *file, char *buf, size_t n)
+{
+	return read_small(dir, file, buf, n);
+}
+
+uint64_t dsec_cg_read_u64(const char *dir, const char *file)
+{
+	return read_u64(dir, file);
 }

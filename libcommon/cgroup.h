@@ -9,7 +9,8 @@
  *   v2: <cgroup2 mount>/<parent>/<id>         (the parent's cgroup.subtree_control enables
  *                                              memory cpu pids [io])
  *   v1: /sys/fs/cgroup/<ctrl>/<parent>/<id>   for ctrl in memory cpu cpuacct pids freezer
- *                                              (freezer: for pausing)
+ *                                              (freezer: for pausing), and blkio when the
+ *                                              sandbox has io settings
  */
 #ifndef DSEC_CGROUP_H
 #define DSEC_CGROUP_H
@@ -71,6 +72,25 @@ int dsec_cgroup_frozen(const struct dsec_sandbox *sb);
 
 /* Usage of the sandbox's cgroup. Fields that cannot be read are 0. 0 or -1. */
 int dsec_cgroup_stats(const struct dsec_sandbox *sb, struct dsec_cgroup_stats *st,
+		      struct dsec_err *err);
+
+/* Write the sandbox's requests, class and io settings (resource.h) into its cgroup: CPU weight
+ * (v2 cpu.weight, v1 cpu.shares), cpu.idle for best-effort, memory protection (v2 memory.low,
+ * v1 memory.soft_limit_in_bytes and swappiness), io limits on sb->io_dev (v2 io.max, v1
+ * blkio.throttle.*), io weight (v2 io.weight, v1 blkio.bfq.weight where present). Writes what
+ * differs from old; old NULL: from the kernel's defaults (a new cgroup). Limits proper are
+ * dsec_cgroup_set_limits'. 0 or -1. */
+int dsec_cgroup_set_resources(const struct dsec_sandbox *sb, const struct dsec_sandbox *old,
+			      struct dsec_err *err);
+
+/* Accounting totals of the sandbox's cgroup since it was made. */
+struct dsec_cgroup_usage {
+	struct dsec_cgroup_stats now;
+	uint64_t memory_peak; /* bytes (v2 memory.peak, v1 memory.max_usage_in_bytes); 0 unknown */
+	int io_known;         /* the io counters below exist (v2 io.stat, v1 a blkio cgroup) */
+	uint64_t io_rbytes, io_wbytes; /* block I/O bytes read and written */
+};
+int dsec_cgroup_usage(const struct dsec_sandbox *sb, struct dsec_cgroup_usage *u,
 		      struct dsec_err *err);
 
 /* Callback for each sandbox cgroup (child dir of the parent) in every hierarchy in use, by name;

@@ -1,4 +1,5 @@
 #include "exec.h"
+#include "resource.h"
 #include "caps.h"
 #include "cgroup.h"
 #include "seccomp.h"
@@ -354,6 +355,7 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 	 * like any process of the sandbox: no ptrace, no /proc/PID/fd from inside. exec makes the
 	 * command dumpable again. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	dsec_res_exec_child(&c->t->sb); /* best-effort: SCHED_IDLE, oom_score_adj (resource.h) */
 	for (i = 0; c->procs[i] >= 0; i++)
 		if (write(c->procs[i], "0", 1) < 0) {
 			dsec_err_sys(&err, "%s: join cgroup", c->t->sb.id);

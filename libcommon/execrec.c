@@ -1,5 +1,6 @@
 /* The record loop of dsec-exec: many commands at once over one poll(2), no thread per stream. */
 #include "exec.h"
+#include "resource.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -423,6 +424,8 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 			 j->ru.ru_utime.tv_usec + j->ru.ru_stime.tv_usec));
 	json_object_set_new(x, "max_rss_kb", json_integer(j->ru.ru_maxrss));
 	json_object_set_new(rec, "exec", x);
+	/* the sandbox's totals so far (resource.h), for cost per rollout */
+	json_object_set_new(rec, "usage", dsec_res_usage_json(&j->tc->t.sb));
 	j->rec = NULL;
 	seq = j->seq;
 	job_clear(j);

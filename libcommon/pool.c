@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "cgroup.h"
+#include "resource.h"
 
 #define POOL_FILE "pool.json"
 #define CLAIM_FILE "claim.json"
@@ -25,21 +27,51 @@ int dsec_pool_canon(const char *image, const struct dsec_limits *l, enum dsec_ne
 			(unsigned long long)l->memory, (unsigned long long)l->pids, l->cpus);
 }
 
-void dsec_pool_init(struct dsec_pool *pool, const struct dsec_paths *p, const char *image,
-		    const struct dsec_limits *l, enum dsec_net net)
+void dsec_pool_rekey(struct dsec_pool *pool, const struct dsec_paths *p)
 {
-	char canon[DSEC_NAME_MAX + 256];
+	char canon[DSEC_NAME_MAX + 512];
+	const struct dsec_requests *r = &pool->req;
 	uint64_t h = 14695981039346656037ULL;
+	int k = dsec_pool_canon(pool->image, &pool->limits, pool->net, canon, sizeof(canon));
 
-	memset(pool, 0, sizeof(*pool));
-	dsec_pool_canon(image, l, net, canon, sizeof(canon));
+	/* resource.h's members only when set: the keys of default profiles stay as they were */
+	if (pool->limits.io_bps || pool->limits.io_iops)
+		k += snprintf(canon + k, sizeof(canon) - (size_t)k, ";io=%llu,%llu",
+			      (unsigned long long)pool->limits.io_bps,
+			      (unsigned long long)pool->limits.io_iops);
+	if (r->cpus > 0 || r->memory || r->pids || r->disk || r->io_weight)
+		k += snprintf(canon + k, sizeof(canon) - (size_t)k, ";req=%.3f,%llu,%llu,%llu,%u",
+			      r->cpus, (unsigned long long)r->memory, (unsigned long long)r->pids,
+			      (unsigned long long)r->disk, r->io_weight);
+	if (pool->cls == DSEC_CLASS_BE)
+		snprintf(canon + k, sizeof(canon) - (size_t)k, ";class=be");
 	for (const char *s = canon; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
 	snprintf(pool->key, sizeof(pool->key), "p-%016llx", (unsigned long long)h);
+	snprintf(pool->dir, sizeof(pool->dir), "%s/pools/%s", p->run, pool->key);
+}
+
+void dsec_pool_init(struct dsec_pool *pool, const struct dsec_paths *p, const char *image,
+		    const struct dsec_limits *l, enum dsec_net net)
+{
+	memset(pool, 0, sizeof(*pool));
 	snprintf(pool->image, sizeof(pool->image), "%s", image);
 	pool->limits = *l;
 	pool->net = net;
-	snprintf(pool->dir, sizeof(pool->dir), "%s/pools/%s", p->run, pool->key);
+	dsec_pool_rekey(pool, p);
+}
+
+/* A profile's requests and class into a pool record (resource.h's spelling). */
+static void pool_res_json(json_t *o, const struct dsec_pool *pool)
+{
+	struct dsec_sandbox sb;
+
+	memset(&sb, 0, sizeof(sb));
+	sb.limits = pool->limits;
+	sb.req = pool->req;
+	sb.cls = pool->cls;
+	dsec_res_record(o, &sb);
+	json_object_del(json_object_get(o, "limits"), "io_device");
 }
 
 json_t *dsec_pool_limits_json(const struct dsec_limits *l)
@@ -53,6 +85,10 @@ json_t *dsec_pool_limits_json(const struct dsec_limits *l)
 	json_object_set_new(o, "memory", json_integer((json_int_t)l->memory));
 	json_object_set_new(o, "pids", json_integer((json_int_t)l->pids));
 	json_object_set_new(o, "disk", json_integer((json_int_t)l->disk));
+	if (l->io_bps || l->io_iops) {
+		json_object_set_new(o, "io_bps", json_integer((json_int_t)l->io_bps));
+		json_object_set_new(o, "io_iops", json_integer((json_int_t)l->io_iops));
+	}
 	return o;
 }
 
@@ -71,6 +107,7 @@ int dsec_pool_save(const struct dsec_pool *pool, struct dsec_err *err)
 	o = json_pack("{s:s, s:s, s:o, s:s}", "pool", pool->key, "image", pool->image, "limits",
 		      dsec_pool_limits_json(&pool->limits), "net",
 		      pool->net == DSEC_NET_HOST ? "host" : "none");
+	pool_res_json(o, pool);
 	s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (!s)
@@ -111,6 +148,16 @@ int dsec_pool_load(const struct dsec_paths *p, const char *key, struct dsec_pool
 	v = json_object_get(o, "net");
 	pool->net = json_is_string(v) && !strcmp(json_string_value(v), "host") ? DSEC_NET_HOST
 									       : DSEC_NET_NONE;
+	{
+		struct dsec_sandbox sb;
+
+		memset(&sb, 0, sizeof(sb));
+		dsec_res_from_json(o, &sb);
+		pool->limits.io_bps = sb.limits.io_bps;
+		pool->limits.io_iops = sb.limits.io_iops;
+		pool->req = sb.req;
+		pool->cls = sb.cls;
+	}
 	json_decref(o);
 	return 0;
 }
@@ -207,6 +254,7 @@ static int write_claim(const struct dsec_sandbox *sb, const char *key, struct ds
 	int rc, fd;
 
 	json_object_set_new(o, "limits", dsec_pool_limits_json(&sb->limits));
+	dsec_res_record(o, sb); /* io limits with their device, requests, class */
 	json_object_set_new(o, "created", json_integer((json_int_t)sb->created_us));
 	json_object_set_new(o, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(o, "env", sb->env ? json_incref(sb->env) : json_array());
@@ -278,9 +326,12 @@ int dsec_pool_make(const struct dsec_paths *p, const struct dsec_pool *pool,
 	memset(sb, 0, sizeof(*sb));
 	snprintf(sb->image, sizeof(sb->image), "%s", pool->image);
 	sb->limits = pool->limits;
+	sb->req = pool->req;
+	sb->cls = pool->cls;
 	sb->net = pool->net;
 	sb->ttl_us = 0; /* a ready sandbox never expires; --max-age recycles it */
-	if (dsec_sandbox_create(p, sb, err) < 0)
+	/* ready sandboxes count against the node's capacity with the profile's requests */
+	if (dsec_admit_create(p, sb, err) < 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/ready/%s", pool->dir, sb->id);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -441,6 +492,7 @@ json_t *dsec_pool_record(const struct dsec_pool *pool)
 	o = json_pack("{s:s, s:s, s:I, s:o, s:s}", "pool", pool->key, "image", pool->image, "ready",
 		      (json_int_t)n, "limits", dsec_pool_limits_json(&pool->limits), "net",
 		      pool->net == DSEC_NET_HOST ? "host" : "none");
+	pool_res_json(o, pool);
 	json_object_set_new(
 	    o, "oldest_age",
 	    json_integer(oldest && now > oldest ? (json_int_t)((now - oldest) / 1000000) : 0));
@@ -540,18 +592,34 @@ static int reload(struct dsec_claim_pool *cp, struct dsec_err *err)
 	return 0;
 }
 
-/* Make the claimed sandbox what the request asked for. */
-static int apply(const struct dsec_pool *pool, struct dsec_sandbox *sb,
+/* Make the claimed sandbox what the request asked for: limits, requests and class are cgroup
+ * writes (and the holder's policy); requests that grow go through admission first. 0, -1, or
+ * -2 with ENOSPC when the node has no room for the growth (nothing changed). */
+static int apply(const struct dsec_paths *p, const struct dsec_pool *pool, struct dsec_sandbox *sb,
 		 const struct dsec_sandbox *req, struct dsec_err *err)
 {
-	struct dsec_limits l = req->limits;
+	struct dsec_sandbox want = *sb;
+	int64_t a[DSEC_R_N], b[DSEC_R_N], d[DSEC_R_N];
+	int any = 0;
 
-	l.disk = sb->limits.disk;
-	if ((l.cpus != sb->limits.cpus || l.memory != sb->limits.memory ||
-	     l.pids != sb->limits.pids) &&
-	    dsec_cgroup_set_limits(sb, &sb->limits, &l, err) < 0)
+	want.limits = req->limits;
+	want.limits.disk = sb->limits.disk;
+	want.req = req->req;
+	want.cls = req->cls;
+	if (dsec_res_prepare(p, &want, err) < 0)
 		return -1;
-	sb->limits = l;
+	dsec_admit_amounts(&sb->req, a);
+	dsec_admit_amounts(&want.req, b);
+	for (int r = 0; r < DSEC_R_N; r++)
+		any |= (d[r] = b[r] - a[r]) != 0;
+	if (any && dsec_admit(p, sb->id, sb->holder_pid, sb->holder_start, d, err) < 0)
+		return err->errnum == ENOSPC ? -2 : -1;
+	if (dsec_res_apply(&want, sb, err) < 0)
+		return -1;
+	sb->limits = want.limits;
+	sb->req = want.req;
+	sb->cls = want.cls;
+	snprintf(sb->io_dev, sizeof(sb->io_dev), "%s", want.io_dev);
 	sb->ttl_us = req->ttl_us;
 	sb->created_us = dsec_wall_us();
 	json_decref(sb->env);
@@ -559,6 +627,18 @@ static int apply(const struct dsec_pool *pool, struct dsec_sandbox *sb,
 	sb->env = req->env ? json_incref(req->env) : NULL;
 	sb->labels = req->labels ? json_incref(req->labels) : NULL;
 	return write_claim(sb, pool->key, err);
+}
+
+/* Give a claimed sandbox back to its pool (the inverse of dsec_pool_take). 0 or -1. */
+static int put_back(int readyfd, const struct dsec_sandbox *sb)
+{
+	char from[PATH_MAX + 16], state[PATH_MAX + 16];
+
+	snprintf(from, sizeof(from), "%s/" CLAIMED_FILE, sb->dir);
+	snprintf(state, sizeof(state), "%s/sandbox.json", sb->dir);
+	if (chmod(state, 0600) < 0 || renameat(AT_FDCWD, from, readyfd, sb->id) < 0)
+		return -1;
+	return 0;
 }
 
 /* Try pool cp's entries until one is won and made the request. 1, 0 (none left), -1. */
@@ -589,7 +669,15 @@ static int claim_from(struct dsec_claimer *c, struct dsec_claim_pool *cp, struct
 			*sb = req;
 			continue;
 		}
-		if (apply(&cp->pool, sb, &req, err) < 0) {
+		r = apply(c->paths, &cp->pool, sb, &req, err);
+		if (r == -2 && put_back(cp->readyfd, sb) == 0) {
+			/* no room for what this request adds to the pool's profile: the sandbox
+			 * stays ready for a smaller one */
+			dsec_sandbox_free(sb);
+			*sb = req;
+			return -1;
+		}
+		if (r < 0) {
 			dsec_err_wrap(err, "%s: claim", id);
 			dsec_sandbox_destroy(c->paths, sb, NULL);
 			dsec_sandbox_free(sb);
@@ -604,9 +692,12 @@ static int matches(const struct dsec_pool *pool, const struct dsec_sandbox *sb, 
 {
 	const struct dsec_limits *a = &pool->limits, *b = &sb->limits;
 
-	if (strcmp(pool->image, sb->image) || pool->net != sb->net || a->disk != b->disk)
+	/* io limits too: a v1 sandbox without them has no blkio cgroup to put them in */
+	if (strcmp(pool->image, sb->image) || pool->net != sb->net || a->disk != b->disk ||
+	    a->io_bps != b->io_bps || a->io_iops != b->io_iops)
 		return 0;
-	return !exact || (a->cpus == b->cpus && a->memory == b->memory && a->pids == b->pids);
+	return !exact || (a->cpus == b->cpus && a->memory == b->memory && a->pids == b->pids &&
+			  !memcmp(&pool->req, &sb->req, sizeof(sb->req)) && pool->cls == sb->cls);
 }
 
 int dsec_pool_claim(struct dsec_claimer *c, struct dsec_sandbox *sb, struct dsec_err *err)

@@ -44,7 +44,9 @@ struct dsec_pool {
 	char image[DSEC_NAME_MAX + 1];
 	struct dsec_limits limits;
 	enum dsec_net net;
-	char dir[PATH_MAX]; /* $DSEC_RUN/pools/<key> */
+	char dir[PATH_MAX];       /* $DSEC_RUN/pools/<key> */
+	struct dsec_requests req; /* resource.h: requests and class of the profile; admission */
+	enum dsec_class cls;      /* counts a ready sandbox with them */
 };
 
 /* The canonical profile string, e.g. "image=py;net=none;disk=1073741824;memory=…;pids=512;
@@ -52,9 +54,14 @@ struct dsec_pool {
 int dsec_pool_canon(const char *image, const struct dsec_limits *l, enum dsec_net net, char *buf,
 		    size_t n);
 
-/* Fill pool (key, dir) for image and profile. Creates nothing. */
+/* Fill pool (key, dir) for image and profile. Creates nothing. Requests and class: set
+ * pool->req and pool->cls after, then dsec_pool_rekey. */
 void dsec_pool_init(struct dsec_pool *pool, const struct dsec_paths *p, const char *image,
 		    const struct dsec_limits *l, enum dsec_net net);
+
+/* Recompute the key and dir after pool->req or pool->cls changed (they join the canonical string
+ * only when not the defaults, so a default profile keeps its key). */
+void dsec_pool_rekey(struct dsec_pool *pool, const struct dsec_paths *p);
 
 /* Create the pool's dirs and pool.json (when missing). 0 or -1. */
 int dsec_pool_save(const struct dsec_pool *pool, struct dsec_err *err);

@@ -23,6 +23,7 @@
 #include "cgroup.h"
 #include "ns.h"
 #include "pool.h"
+#include "resource.h"
 
 #define STATE_FILE "sandbox.json"
 #define STATE_MODE 0600
@@ -149,8 +150,8 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 	if (sb->cg.version == 2) {
 		json_object_set_new(cg, "path", json_string(sb->cg.v2));
 	} else if (sb->cg.version == 1) {
-		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids",
-								 "freezer"};
+		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu",     "cpuacct",
+								 "pids",   "freezer", "blkio"};
 		json_t *paths = json_object();
 
 		for (int c = 0; c < DSEC_CG_NCTRL; c++)
@@ -167,6 +168,7 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 					      (json_int_t)sb->id_count));
 	else
 		json_object_set_new(o, "userns", json_null());
+	dsec_res_to_json(sb, o);
 	return o;
 }
 
@@ -219,8 +221,8 @@ static int from_json(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 			     err) < 0)
 			return -1;
 	} else if (sb->cg.version == 1) {
-		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu", "cpuacct", "pids",
-								 "freezer"};
+		static const char *const names[DSEC_CG_NCTRL] = {"memory", "cpu",     "cpuacct",
+								 "pids",   "freezer", "blkio"};
 		json_t *paths = json_object_get(cg, "paths");
 
 		for (int c = 0; c < DSEC_CG_NCTRL; c++)
@@ -238,6 +240,7 @@ static int from_json(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 		sb->gid_base = (gid_t)json_integer_value(json_object_get(v, "gid"));
 		sb->id_count = (unsigned)json_integer_value(json_object_get(v, "count"));
 	}
+	dsec_res_from_json(o, sb);
 	return 0;
 }
 

@@ -17,7 +17,10 @@
  * sandbox.json (one compact object):
  *   {"id":"sb-<12 hex>","image":"busybox","node":"host1",
  *    "layers":["sha256:…",…],                       bottom to top, for dsec-layer rm / gc
- *    "limits":{"cpus":1.0,"memory":B,"pids":N,"disk":B},
+ *    "limits":{"cpus":1.0,"memory":B,"pids":N,"disk":B[,"io_bps":B,"io_iops":N,
+ *              "io_device":"MAJ:MIN"]},
+ *    "requests":{"cpus":0.1,"memory":B,"pids":N,"disk":B[,"io_weight":W]},"class":"ls"|"be",
+ *                                                  (resource.h; absent in older state: zeros, ls)
  *    "created":<wall µs>,"ttl_us":<µs, 0 = none>,
  *    "hostname":"…","env":["K=V",…],"labels":{"k":"v",…},
  *    "holder":{"pid":P,"start":T},                  T = field 22 of /proc/P/stat (clock ticks)
@@ -63,7 +66,24 @@ struct dsec_limits {
 	uint64_t memory; /* bytes; 0 = unlimited */
 	uint64_t pids;   /* max tasks; 0 = unlimited */
 	uint64_t disk;   /* size of the tmpfs holding the writable layer, bytes */
+	uint64_t
+	    io_bps; /* block I/O bytes/s, read and write each, on the node's io device; 0 = none */
+	uint64_t io_iops; /* block I/O operations/s, read and write each; 0 = none */
 };
+
+/* What a sandbox is guaranteed (resource.h): CPU weight, memory protection; admission (admit.h)
+ * sums them per node. 0 = nothing asked for. */
+struct dsec_requests {
+	double cpus;        /* CPUs */
+	uint64_t memory;    /* bytes */
+	uint64_t pids;      /* tasks (admission only) */
+	uint64_t disk;      /* bytes of writable layer (admission only) */
+	unsigned io_weight; /* 1..10000, 0 = the kernel's default */
+};
+
+/* Scheduling class: latency-sensitive (default) or best-effort (low weight, SCHED_IDLE, first
+ * reclaimed). */
+enum dsec_class { DSEC_CLASS_LS = 0, DSEC_CLASS_BE = 1 };
 
 enum dsec_net { DSEC_NET_NONE = 0, DSEC_NET_HOST = 1 };
 
@@ -74,6 +94,7 @@ enum dsec_cg_ctrl {
 	DSEC_CG_CPUACCT,
 	DSEC_CG_PIDS,
 	DSEC_CG_FREEZER,
+	DSEC_CG_BLKIO, /* only when the sandbox has io limits or an io weight */
 	DSEC_CG_NCTRL
 };
 
@@ -103,7 +124,10 @@ struct dsec_sandbox {
 	uid_t uid_base; /* host uid of root inside (userns only) */
 	gid_t gid_base;
 	unsigned id_count;
-	char dir[PATH_MAX]; /* $DSEC_RUN/sandboxes/<id> */
+	char dir[PATH_MAX];       /* $DSEC_RUN/sandboxes/<id> */
+	struct dsec_requests req; /* resource.h; in the state as "requests" */
+	enum dsec_class cls;      /* in the state as "class" */
+	char io_dev[24];          /* "MAJ:MIN" the io limits apply to, "" none */
 };
 
 /* Set one resource limit from its text form, as an option or a spec record gives it: name is

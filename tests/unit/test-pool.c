@@ -24,7 +24,8 @@ int main(void)
 {
 	struct dsec_err err = {0};
 	struct dsec_paths p;
-	struct dsec_limits l = {1.0, 1ULL << 30, 512, 1ULL << 30}, l2 = l;
+	struct dsec_limits l = {.cpus = 1.0, .memory = 1ULL << 30, .pids = 512, .disk = 1ULL << 30},
+			   l2 = l;
 	struct dsec_pool a, b, c, loaded;
 	struct dsec_pool_entry *e;
 	char dir[] = "/tmp/dsec-unit-XXXXXX", path[PATH_MAX + 64], id[DSEC_ID_MAX], canon[512];

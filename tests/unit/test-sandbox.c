@@ -38,7 +38,8 @@ int main(void)
 	sb.nlayers = 2;
 	snprintf(sb.layers[0], sizeof(sb.layers[0]), "sha256:aa");
 	snprintf(sb.layers[1], sizeof(sb.layers[1]), "sha256:bb");
-	sb.limits = (struct dsec_limits){0.5, 1 << 20, 9, 2 << 20};
+	sb.limits =
+	    (struct dsec_limits){.cpus = 0.5, .memory = 1 << 20, .pids = 9, .disk = 2 << 20};
 	sb.created_us = 123;
 	sb.ttl_us = 456;
 	snprintf(sb.hostname, sizeof(sb.hostname), "h");

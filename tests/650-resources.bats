@@ -1,0 +1,220 @@
+#!/usr/bin/env bats
+# Requests, limits, classes, node admission, live resize and accounting (issue 6).
+
+load helpers
+load image
+
+setup() {
+	dsec_setup
+	make_busybox_image
+}
+
+# cg_file ID CONTROLLER FILE: a cgroup file of sandbox ID (v1: that controller's dir; v2: the one)
+cg_file() {
+	local dir
+	dir=$(jq -r --arg c "$2" '.cgroup.path // .cgroup.paths[$c]' "$DSEC_RUN/sandboxes/$1/sandbox.json")
+	cat "$dir/$3"
+}
+
+v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ]; }
+
+@test "resources: requests and class in the record, the state and the cgroup" {
+	spawn_one --cpus 2 --cpu-request 0.5 --memory 256M --memory-request 64M
+	json_is "$REC" .requests.cpus 0.5
+	json_is "$REC" .requests.memory 67108864
+	json_is "$REC" .class ls
+	json_is "$(sb_json "$ID")" .requests.cpus 0.5
+	if v1 "$ID"; then
+		[ "$(cg_file "$ID" cpu cpu.shares)" = 512 ]
+		[ "$(cg_file "$ID" memory memory.soft_limit_in_bytes)" = 67108864 ]
+		[ "$(cg_file "$ID" cpu cpu.cfs_quota_us)" = 200000 ]
+	else
+		[ "$(cg_file "$ID" cpu memory.low)" = 67108864 ]
+	fi
+	must_fail dsec-spawn --image busybox --cpus 0.5 --cpu-request 1
+	[[ "$output" == *"above the cpus limit"* ]]
+	must_fail dsec-spawn --image busybox --class nice
+	[ "$status" -eq 2 ]
+}
+
+@test "resources: best-effort: idle cgroup, SCHED_IDLE holder and commands, high OOM score" {
+	spawn_one --class be
+	json_is "$REC" .class be
+	[ "$(cg_file "$ID" cpu cpu.idle)" = 1 ]
+	v1 "$ID" && [ "$(cg_file "$ID" memory memory.soft_limit_in_bytes)" = 0 ]
+	chrt -p "$(sb_pid "$ID")" | grep -q SCHED_IDLE
+	run dsec-exec "$ID" -- sh -c 'grep policy /proc/self/sched; cat /proc/self/oom_score_adj'
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ policy\ +:\ +5 ]] # SCHED_IDLE
+	[[ "$output" == *500* ]]
+	# a latency-sensitive one is left alone
+	spawn_one
+	run dsec-exec "$ID" -- sh -c 'grep policy /proc/self/sched; cat /proc/self/oom_score_adj'
+	[[ "$output" =~ policy\ +:\ +0 ]]
+}
+
+@test "admission: a full node refuses with an error record, room comes back when one goes" {
+	printf 'cpu = 1\ncpu_ratio = 1.5   # 1.5 CPUs of requests\n' >"$DSEC_ROOT/node.conf"
+	spawn_one --cpu-request 1
+	first=$ID
+	must_fail dsec-spawn --image busybox --cpu-request 1
+	[ "$status" -eq 1 ]
+	json_is "$(records)" .error.errno 28
+	[[ "$(records)" == *"node full: cpu requests 1 + 1 would pass capacity 1 x ratio 1.5"* ]]
+	# a sandbox without requests costs nothing
+	spawn_one
+	run dsec-ps --node
+	json_is "$(records)" .cpu.requested 1
+	json_is "$(records)" .cpu.allowed 1.5
+	dsec-reap "$first" >/dev/null
+	spawn_one --cpu-request 1
+	# a holder killed behind dsec's back frees its requests too
+	kill -9 "$(sb_pid "$ID")"
+	sleep 0.2
+	spawn_one --cpu-request 1
+}
+
+@test "admission: 16 concurrent dsec-spawns never pass capacity x ratio" {
+	printf 'cpu = 2\ncpu_ratio = 1\n' >"$DSEC_ROOT/node.conf"
+	for i in $(seq 16); do
+		dsec-spawn --image busybox --cpus 0.25 --cpu-request 0.25 >"$TESTDIR/out.$i" 2>/dev/null &
+	done
+	wait
+	ok=$(cat "$TESTDIR"/out.* | jq -s '[.[] | select(.id and (.error | not))] | length')
+	full=$(cat "$TESTDIR"/out.* | jq -s '[.[] | select(.error.errno == 28)] | length')
+	echo "admitted $ok, refused $full" >&2
+	[ "$ok" -eq 8 ]
+	[ "$full" -eq 8 ]
+	[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -eq 8 ]
+	run dsec-ps --node
+	json_is "$(records)" .cpu.requested 2
+}
+
+@test "admission: --wait queues until there is room, --wait=D gives up after D" {
+	printf 'cpu = 1\ncpu_ratio = 1\n' >"$DSEC_ROOT/node.conf"
+	spawn_one --cpu-request 1
+	run dsec-spawn --image busybox --cpu-request 0.5 --wait=300ms
+	[ "$status" -eq 1 ]
+	json_is "$(records)" .error.errno 28
+	dsec-spawn --image busybox --cpu-request 0.5 --wait >"$TESTDIR/waited" &
+	sleep 0.3
+	[ ! -s "$TESTDIR/waited" ]
+	dsec-reap "$ID" >/dev/null
+	wait $!
+	json_is "$(cat "$TESTDIR/waited")" .requests.cpus 0.5
+}
+
+@test "admission: warm pools count, a bad node.conf is a clear error" {
+	printf 'memory = 1G\nmemory_ratio = 1\n' >"$DSEC_ROOT/node.conf"
+	run dsec-warm --image busybox --count 3 --memory-request 400M -j 1
+	[ "$status" -eq 1 ]
+	[ "$(records | wc -l)" -eq 2 ]
+	[[ "$output" == *"node full: memory requests"* ]]
+	# 800M of 1G requested by the ready ones: no room for a cold 300M (another --disk)
+	must_fail dsec-spawn --image busybox --disk 32M --memory-request 300M
+	json_is "$(records)" .error.errno 28
+	# a claim that asks for less than the pool's requests gives the rest back
+	claimed=$(dsec-spawn --image busybox --memory-request 100M --class be)
+	json_is "$claimed" .warm true
+	json_is "$claimed" .class be
+	json_is "$(dsec-ps "$(jq -r .id <<<"$claimed")")" .requests.memory 104857600
+	spawn_one --disk 32M --memory-request 300M
+	printf 'cpu_ratio = lots\n' >"$DSEC_ROOT/node.conf"
+	must_fail dsec-spawn --image busybox --cpu-request 0.1
+	[[ "$output" == *"node.conf:1: cpu_ratio 'lots'"* ]]
+}
+
+@test "resize: a new memory limit is enforced at once on a live sandbox, in under 10 ms" {
+	spawn_one --memory 256M
+	run dsec-exec "$ID" -- dd if=/dev/zero of=/dev/null bs=64M count=1
+	[ "$status" -eq 0 ]
+	run dsec-spawn --resize "$ID" --memory 32M
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .limits.memory 33554432
+	json_has "$(records)" '.resize_us < 10000'
+	run dsec-exec "$ID" -- dd if=/dev/zero of=/dev/null bs=64M count=1
+	[ "$status" -eq 137 ]
+	json_is "$(sb_json "$ID")" .limits.memory 33554432
+	# and back up, the same holder all along
+	pid=$(sb_pid "$ID")
+	dsec-spawn --resize "$ID" --memory 256M >/dev/null
+	run dsec-exec "$ID" -- dd if=/dev/zero of=/dev/null bs=64M count=1
+	[ "$status" -eq 0 ]
+	[ "$(sb_pid "$ID")" = "$pid" ]
+}
+
+@test "resize: disk, cpus, class and requests from records; admission and bad input" {
+	printf 'cpu = 1\ncpu_ratio = 1\n' >"$DSEC_ROOT/node.conf"
+	spawn_one --disk 16M
+	run sh -c "printf '%s\n' '$REC' | dsec-spawn --resize --disk 64M --class be --cpus 0.5 --cpu-request 0.5"
+	[ "$status" -eq 0 ]
+	rec=$(records)
+	json_is "$rec" .id "$ID"
+	json_is "$rec" .limits.disk 67108864
+	json_is "$rec" .class be
+	[ "$(dsec-exec "$ID" -- df -k / | awk 'NR == 2 { print $2 }')" = 65536 ]
+	chrt -p "$(sb_pid "$ID")" | grep -q SCHED_IDLE
+	v1 "$ID" && [ "$(cg_file "$ID" cpu cpu.cfs_quota_us)" = 50000 ]
+	# a record's own keys, and the options over them
+	run sh -c "echo '{\"id\":\"$ID\",\"cpu_request\":0.25,\"class\":\"ls\"}' | dsec-spawn --resize --cpus 0.75"
+	json_is "$(records)" .requests.cpus 0.25
+	json_is "$(records)" .class ls
+	json_is "$(records)" .limits.cpus 0.75
+	spawn_one --cpu-request 0.5
+	must_fail dsec-spawn --resize "$ID" --cpu-request 1 --cpus 1
+	json_is "$(records)" .error.errno 28
+	json_is "$(sb_json "$ID")" .requests.cpus 0.5
+	# a tmpfs does not shrink below what is written in it
+	dsec-exec "$ID" -- dd if=/dev/zero of=/tmp/f bs=1M count=4 2>/dev/null
+	must_fail dsec-spawn --resize "$ID" --disk 2M --memory 64M
+	[[ "$output" == *"resize tmpfs"* ]]
+	json_is "$(sb_json "$ID")" .limits.disk 1073741824
+	must_fail dsec-spawn --resize sb-000000000000 --memory 64M
+	json_has "$(records)" '.error.errno == 2'
+	must_fail dsec-spawn --resize "$ID"
+	[[ "$output" == *"nothing to change"* ]]
+	run dsec-spawn --resize "$ID" --ttl 5m
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--resize changes resources only, not --ttl"* ]]
+}
+
+@test "accounting: usage in dsec-ps and in every dsec-exec result" {
+	spawn_one
+	run sh -c "echo '{\"id\":\"$ID\"}' | dsec-exec -- sh -c 'i=0; while [ \$i -lt 20000 ]; do i=\$((i+1)); done; dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null'"
+	[ "$status" -eq 0 ]
+	rec=$(records)
+	json_has "$rec" '.usage.cpu_us > 0 and .usage.memory_peak >= 8388608'
+	json_has "$rec" '.usage | has("io_read_bytes") and has("io_write_bytes") and has("pids")'
+	run dsec-ps "$ID"
+	json_has "$(records)" '.usage.cpu_us > 0 and .usage.memory_peak >= 8388608'
+	json_is "$(records)" .class ls
+	json_has "$(records)" '.requests.cpus == 0 and .limits.cpus == 1'
+}
+
+@test "resources: io limits on the store's disk, a blkio cgroup only then (v1), removed by reap" {
+	spawn_one --io-bps 1M --io-iops 100
+	json_is "$REC" .limits.io_bps 1048576
+	dev=$(jq -r .limits.io_device <<<"$REC")
+	[[ "$dev" =~ ^[0-9]+:[0-9]+$ ]]
+	if v1 "$ID"; then
+		[ "$(cg_file "$ID" blkio blkio.throttle.read_bps_device)" = "$dev 1048576" ]
+		[ "$(cg_file "$ID" blkio blkio.throttle.write_iops_device)" = "$dev 100" ]
+		blk=$(jq -r .cgroup.paths.blkio "$DSEC_RUN/sandboxes/$ID/sandbox.json")
+		[ -d "$blk" ]
+		run dsec-ps "$ID"
+		json_has "$(records)" '.usage.io_read_bytes >= 0'
+		dsec-reap "$ID" >/dev/null
+		[ ! -d "$blk" ]
+		# without io settings: no blkio cgroup, io usage unknown
+		spawn_one
+		json_is "$(sb_json "$ID")" .cgroup.paths.blkio null
+		run dsec-ps "$ID"
+		json_is "$(records)" .usage.io_read_bytes null
+	else
+		grep -q "^$dev rbps=1048576 wbps=1048576 riops=100 wiops=100" \
+			"$(jq -r .cgroup.path "$DSEC_RUN/sandboxes/$ID/sandbox.json")/io.max"
+	fi
+	printf 'io_device = none\n' >"$DSEC_ROOT/node.conf"
+	must_fail dsec-spawn --image busybox --io-bps 1M
+	[[ "$output" == *"no block device known"* ]]
+}
