@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "journal.h"
 #include "jsonl.h"
 
 struct tcache {
@@ -32,6 +33,7 @@ struct job {
 	size_t stdin_len, stdin_off;
 	uint64_t deadline;
 	struct rusage ru;
+	struct dsec_journal_step *js; /* its step in the journal, or NULL */
 };
 
 struct done {
@@ -243,6 +245,66 @@ static int record_timeout(struct loop *L, json_t *rec, uint64_t *us, struct dsec
 	return dsec_err_set(err, EINVAL, "\"timeout\" is not a duration");
 }
 
+/* ---- the journal (journal.h) ---- */
+
+/* Its say on rec before it runs: 1 answered from the journal (rec has its "exec"), 0 run it
+ * (j->js set when journaled), -1 a failed record (e). A record naming a sandbox that a rebuild
+ * replaced gets the new "id" and "rebuilt_from". */
+static int journal_check(struct loop *L, struct job *j, json_t *rec, struct dsec_err *e)
+{
+	char id[DSEC_ID_MAX + 1];
+	const char *cur;
+	int r;
+
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(rec, "id")));
+	r = dsec_journal_lookup(L->o->journal, rec, id, j->cmd, &j->js, e);
+	if (r < 0)
+		return dsec_err_wrap(e, "%s", id);
+	cur = dsec_journal_current(L->o->journal, id);
+	if (strcmp(cur, id)) {
+		json_object_set_new(rec, "id", json_string(cur));
+		json_object_set_new(rec, "rebuilt_from", json_string(id));
+	}
+	return r;
+}
+
+/* rec's sandbox is gone: rebuild it from the journal when asked (--rebuild). 0 when rec now names
+ * the new one (with "rebuild":{…}), -1 otherwise (e keeps why it was gone, or says why the
+ * rebuild failed). */
+static int journal_rebuild(struct loop *L, json_t *rec, struct dsec_err *e)
+{
+	json_t *report = NULL, *from;
+	struct dsec_err e2 = {0};
+	int r;
+
+	if (!L->o->journal || (e->errnum != ENOENT && e->errnum != ESRCH))
+		return -1;
+	r = dsec_journal_rebuild(L->o->journal, L->o->paths,
+				 json_string_value(json_object_get(rec, "id")), &report, &e2);
+	if (r > 0)
+		return -1;
+	if (r < 0) {
+		*e = e2;
+		return -1;
+	}
+	if (!json_object_get(rec, "rebuilt_from")) {
+		from = json_object_get(rec, "id");
+		json_object_set(rec, "rebuilt_from", from);
+	}
+	json_object_set(rec, "id", json_object_get(report, "id"));
+	json_object_set_new(rec, "rebuild", report);
+	return 0;
+}
+
+static void journal_abort(struct loop *L, struct job *j, const struct dsec_err *why)
+{
+	struct dsec_err e;
+
+	if (j->js && dsec_journal_abort(L->o->journal, j->js, why->msg, &e) < 0)
+		dsec_warnx("%s", e.msg);
+	j->js = NULL;
+}
+
 static void job_clear(struct job *j)
 {
 	if (j->out >= 0)
@@ -271,7 +333,8 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 	struct dsec_env env = {0};
 	json_t *id = json_object_get(rec, "id"), *cwd = json_object_get(rec, "cwd"),
 	       *in = json_object_get(rec, "stdin");
-	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, retried = 0;
+	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, retried = 0, rebuilt = 0;
+	int fatal = 0;
 	char **argv = NULL;
 	uint64_t tmo;
 
@@ -299,10 +362,27 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 		dsec_err_wrap(&e, "%s", json_string_value(id));
 		goto bad;
 	}
+	if (L->o->journal) {
+		r = journal_check(L, j, rec, &e);
+		if (r < 0)
+			goto bad;
+		if (r > 0) { /* answered from the journal */
+			j->rec = NULL;
+			job_clear(j);
+			return output(L, seq, rec, err) < 0 ? -1 : 0;
+		}
+		id = json_object_get(rec, "id");
+	}
 again:
 	j->tc = target_get(L, json_string_value(id), &e);
-	if (!j->tc)
+	if (!j->tc) {
+		if (!rebuilt && journal_rebuild(L, rec, &e) == 0) {
+			rebuilt = 1;
+			id = json_object_get(rec, "id");
+			goto again;
+		}
 		goto bad;
+	}
 	j->tc->refs++;
 	if (record_env(L, &env, &j->tc->t.sb, rec, &e) < 0) {
 		dsec_err_wrap(&e, "%s", json_string_value(id));
@@ -321,6 +401,22 @@ again:
 	s.fd[1] = po[1];
 	s.fd[2] = pe[1];
 	s.killable = tmo > 0;
+	if (j->js) {
+		struct dsec_journal_spec sp = {.cmd = j->cmd,
+					       .optenv = L->o->env,
+					       .recenv = json_object_get(rec, "env"),
+					       .cwd = s.cwd,
+					       .stdin_s = json_string_value(in),
+					       .stdin_len = json_string_length(in),
+					       .timeout_us = tmo,
+					       .max_output = L->o->max_output};
+
+		/* durable before the command runs: a crash from here on leaves it unfinished */
+		if (dsec_journal_start(L->o->journal, j->js, &j->tc->t.sb, &sp, err) < 0) {
+			fatal = 1;
+			goto bad;
+		}
+	}
 	r = dsec_exec_start(&j->tc->t, &s, &j->pr, &e);
 	close(po[1]);
 	close(pe[1]);
@@ -372,6 +468,8 @@ again:
 	L->running++;
 	return 1;
 bad:
+	if (!fatal)
+		journal_abort(L, j, &e);
 	free(argv);
 	dsec_env_free(&env);
 	for (r = 0; r < 2; r++) {
@@ -384,12 +482,17 @@ bad:
 	}
 	j->rec = NULL;
 	job_clear(j);
+	if (fatal) {
+		json_decref(rec);
+		return -1;
+	}
 	return fail_record(L, seq, rec, &e, err) < 0 ? -1 : 0;
 }
 
 static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 {
 	json_t *x, *rec = j->rec;
+	struct dsec_journal_step *js;
 	struct dsec_err e;
 	unsigned long seq;
 	int k;
@@ -425,8 +528,14 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 	json_object_set_new(rec, "exec", x);
 	j->rec = NULL;
 	seq = j->seq;
+	js = j->js;
 	job_clear(j);
 	L->running--;
+	/* durable before the record is passed on */
+	if (js && dsec_journal_done(L->o->journal, js, x, err) < 0) {
+		json_decref(rec);
+		return -1;
+	}
 	return output(L, seq, rec, err);
 }
 

@@ -1,0 +1,1005 @@
+/* The trajectory journal of dsec-exec (journal.h; the file format is dsec-journal(5)). The whole
+ * file is read once at open into an index (a hash of steps); entries are re-read from the file
+ * (pread) only when a step is replayed or rebuilt, so memory stays small for big outputs. */
+#include "journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec.h"
+
+#define HEADER "{\"t\":\"journal\",\"version\":1}"
+#define TRAJ_MAX 1024
+#define STEP_MAX 256
+#define FNV_INIT 1469598103934665603ULL
+
+enum { S_NEW, S_STARTED, S_DONE, S_RUNNING };
+
+struct dsec_journal_step {
+	const char *key;      /* traj \x1f step (the map's copy) */
+	json_t *traj, *step;  /* as entries carry them */
+	char id[DSEC_ID_MAX]; /* the sandbox its latest start ran in */
+	uint64_t cmdh;
+	int state, prev, written; /* written: this run appended its start */
+	size_t order;             /* index of its latest start in j->order */
+	off_t start_off, done_off;
+	size_t start_len, done_len;
+};
+
+struct slot {
+	char *key;
+	void *val;
+	uint64_t h;
+};
+
+struct map {
+	struct slot *v;
+	size_t cap, n;
+};
+
+struct dsec_journal {
+	int fd, flags;
+	char *path;
+	off_t size;
+	struct map steps;    /* key -> struct dsec_journal_step * */
+	struct map counters; /* traj -> next ordinal (uintptr_t) */
+	struct map sbs;      /* sandbox id -> its "sandbox" entry (json_t *) */
+	struct map cur;      /* root sandbox id -> the id that replaced it (char *) */
+	struct dsec_journal_step **order;
+	size_t norder, caporder;
+	char *wbuf, *rbuf;
+	size_t wlen, wcap, rcap;
+};
+
+/* ---- a string-keyed hash map (open addressing, power-of-two size) ---- */
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+	const unsigned char *c = p;
+
+	while (n--)
+		h = (h ^ *c++) * 1099511628211ULL;
+	return h;
+}
+
+static int map_grow(struct map *m)
+{
+	size_t nc = m->cap ? m->cap * 2 : 64, i, k;
+	struct slot *nv = calloc(nc, sizeof(*nv));
+
+	if (!nv)
+		return -1;
+	for (i = 0; i < m->cap; i++) {
+		if (!m->v[i].key)
+			continue;
+		for (k = m->v[i].h & (nc - 1); nv[k].key; k = (k + 1) & (nc - 1))
+			;
+		nv[k] = m->v[i];
+	}
+	free(m->v);
+	m->v = nv;
+	m->cap = nc;
+	return 0;
+}
+
+/* The slot of key; with add, a new one (val NULL) when missing, NULL only when out of memory. */
+static struct slot *map_get(struct map *m, const char *key, int add)
+{
+	uint64_t h = fnv(key, strlen(key), FNV_INIT);
+	size_t i;
+
+	if (add && (m->n + 1) * 2 > m->cap && map_grow(m) < 0)
+		return NULL;
+	if (!m->cap)
+		return NULL;
+	for (i = h & (m->cap - 1); m->v[i].key; i = (i + 1) & (m->cap - 1))
+		if (m->v[i].h == h && !strcmp(m->v[i].key, key))
+			return &m->v[i];
+	if (!add || !(m->v[i].key = strdup(key)))
+		return NULL;
+	m->v[i].h = h;
+	m->v[i].val = NULL;
+	m->n++;
+	return &m->v[i];
+}
+
+static void *map_val(struct map *m, const char *key)
+{
+	struct slot *s = map_get(m, key, 0);
+
+	return s ? s->val : NULL;
+}
+
+static void map_free(struct map *m, void (*fr)(void *))
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->v[i].key) {
+			if (fr)
+				fr(m->v[i].val);
+			free(m->v[i].key);
+		}
+	free(m->v);
+	memset(m, 0, sizeof(*m));
+}
+
+static void step_free(void *p)
+{
+	struct dsec_journal_step *s = p;
+
+	json_decref(s->traj);
+	json_decref(s->step);
+	free(s);
+}
+
+static void json_free(void *p)
+{
+	json_decref(p);
+}
+
+/* ---- keys ---- */
+
+/* "traj\x1fstep" into buf (at least TRAJ_MAX + STEP_MAX + 32). 0, or -1 with err. */
+static int make_key(char *buf, size_t n, const char *traj, json_t *step, struct dsec_err *err)
+{
+	if (strlen(traj) > TRAJ_MAX || strchr(traj, '\x1f'))
+		return dsec_err_set(err, EINVAL, "\"traj\" longer than %d bytes or with a \\x1f",
+				    TRAJ_MAX);
+	if (json_is_integer(step) && json_integer_value(step) >= 0)
+		snprintf(buf, n, "%s\x1f%" JSON_INTEGER_FORMAT, traj, json_integer_value(step));
+	else if (json_is_string(step) && json_string_length(step) > 0 &&
+		 json_string_length(step) <= STEP_MAX && !strchr(json_string_value(step), '\x1f'))
+		snprintf(buf, n, "%s\x1f%s", traj, json_string_value(step));
+	else
+		return dsec_err_set(err, EINVAL,
+				    "\"step\" is not a non-negative integer or a string of 1 to %d "
+				    "bytes",
+				    STEP_MAX);
+	return 0;
+}
+
+/* The step as text for messages: 3 or "x". Static storage. */
+static const char *step_text(const struct dsec_journal_step *s)
+{
+	static char buf[STEP_MAX + 8];
+
+	if (json_is_integer(s->step))
+		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(s->step));
+	else
+		snprintf(buf, sizeof(buf), "'%s'", json_string_value(s->step));
+	return buf;
+}
+
+static uint64_t cmd_hash(json_t *cmd)
+{
+	uint64_t h = FNV_INIT;
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(cmd, i, v)
+	{
+		h = fnv(json_string_value(v), json_string_length(v), h);
+		h = fnv("", 1, h);
+	}
+	return h;
+}
+
+/* ---- the file ---- */
+
+static int wcb(const char *buf, size_t size, void *data)
+{
+	struct dsec_journal *j = data;
+
+	if (j->wlen + size + 2 > j->wcap) {
+		size_t nc = (j->wlen + size + 2) * 2;
+		char *nb = realloc(j->wbuf, nc);
+
+		if (!nb)
+			return -1;
+		j->wbuf = nb;
+		j->wcap = nc;
+	}
+	memcpy(j->wbuf + j->wlen, buf, size);
+	j->wlen += size;
+	return 0;
+}
+
+/* Append e as one line with one write(2); *off and *len (may be NULL) get where its text is.
+ * A partial write (disk full) is cut off again, so no torn line stays behind a good one. */
+static int append(struct dsec_journal *j, json_t *e, int sync, off_t *off, size_t *len,
+		  struct dsec_err *err)
+{
+	ssize_t n;
+
+	j->wlen = 0;
+	if (json_dump_callback(e, wcb, j, JSON_COMPACT) < 0 || wcb("\n", 1, j) < 0)
+		return dsec_err_set(err, ENOMEM, "journal '%s': encode entry", j->path);
+	n = write(j->fd, j->wbuf, j->wlen);
+	if (n != (ssize_t)j->wlen) {
+		int e2 = n < 0 ? errno : ENOSPC;
+
+		if (n > 0 && ftruncate(j->fd, j->size) < 0)
+			dsec_warnx("journal '%s': cut a partial entry: %s", j->path,
+				   strerror(errno));
+		errno = e2;
+		return dsec_err_sys(err, "journal '%s': append", j->path);
+	}
+	if (off)
+		*off = j->size;
+	if (len)
+		*len = j->wlen - 1;
+	j->size += n;
+	if (sync && !(j->flags & DSEC_JOURNAL_NOSYNC) && fdatasync(j->fd) < 0)
+		return dsec_err_sys(err, "journal '%s': fdatasync", j->path);
+	return 0;
+}
+
+/* The entry at off (len bytes, no newline): a new reference, or NULL with err. */
+static json_t *read_entry(struct dsec_journal *j, off_t off, size_t len, struct dsec_err *err)
+{
+	json_error_t je;
+	json_t *e;
+	ssize_t n;
+
+	if (len + 1 > j->rcap) {
+		char *nb = realloc(j->rbuf, len + 1);
+
+		if (!nb)
+			return dsec_err_set(err, ENOMEM, "journal '%s': read", j->path), NULL;
+		j->rbuf = nb;
+		j->rcap = len + 1;
+	}
+	n = pread(j->fd, j->rbuf, len, off);
+	if (n != (ssize_t)len)
+		return dsec_err_set(err, n < 0 ? errno : EIO, "journal '%s': read at %lld: %s",
+				    j->path, (long long)off,
+				    n < 0 ? strerror(errno) : "short read"),
+		       NULL;
+	e = json_loadb(j->rbuf, len, 0, &je);
+	if (!json_is_object(e)) {
+		json_decref(e);
+		return dsec_err_set(err, EIO, "journal '%s': entry at %lld changed under us",
+				    j->path, (long long)off),
+		       NULL;
+	}
+	return e;
+}
+
+static int push_order(struct dsec_journal *j, struct dsec_journal_step *s)
+{
+	if (j->norder == j->caporder) {
+		size_t nc = j->caporder ? j->caporder * 2 : 256;
+		struct dsec_journal_step **no = realloc(j->order, nc * sizeof(*no));
+
+		if (!no)
+			return -1;
+		j->order = no;
+		j->caporder = nc;
+	}
+	s->order = j->norder;
+	j->order[j->norder++] = s;
+	return 0;
+}
+
+/* The step named by traj and step (borrowed), created (state S_NEW) when missing. */
+static struct dsec_journal_step *step_get(struct dsec_journal *j, const char *traj, json_t *step,
+					  int add, struct dsec_err *err)
+{
+	char key[TRAJ_MAX + STEP_MAX + 32];
+	struct dsec_journal_step *s;
+	struct slot *sl;
+
+	if (make_key(key, sizeof(key), traj, step, err) < 0)
+		return NULL;
+	sl = map_get(&j->steps, key, add);
+	if (!sl)
+		return add ? (dsec_err_set(err, ENOMEM, "journal index"), NULL) : NULL;
+	if (sl->val)
+		return sl->val;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return dsec_err_set(err, ENOMEM, "journal index"), NULL;
+	s->key = sl->key;
+	s->traj = json_string(traj);
+	s->step = json_incref(step);
+	sl->val = s;
+	return s;
+}
+
+static const char *root_of(struct dsec_journal *j, const char *id)
+{
+	json_t *sb = map_val(&j->sbs, id), *r = json_object_get(sb, "root");
+
+	return json_is_string(r) ? json_string_value(r) : id;
+}
+
+const char *dsec_journal_current(struct dsec_journal *j, const char *id)
+{
+	const char *c = map_val(&j->cur, root_of(j, id));
+
+	return c ? c : id;
+}
+
+/* Take one loaded entry into the index. */
+static int apply(struct dsec_journal *j, json_t *e, off_t off, size_t len, struct dsec_err *err)
+{
+	const char *t = json_string_value(json_object_get(e, "t"));
+	json_t *id = json_object_get(e, "id"), *traj = json_object_get(e, "traj");
+	struct dsec_journal_step *s;
+	struct slot *sl;
+
+	if (!t)
+		return dsec_err_set(err, EINVAL, "entry without \"t\"");
+	if (!strcmp(t, "sandbox") || !strcmp(t, "rebuild")) {
+		if (!json_is_string(id) || !dsec_sandbox_id_ok(json_string_value(id)))
+			return dsec_err_set(err, EINVAL, "%s entry without a sandbox \"id\"", t);
+		if (t[0] == 's') {
+			sl = map_get(&j->sbs, json_string_value(id), 1);
+			if (!sl)
+				return dsec_err_set(err, ENOMEM, "journal index");
+			json_decref(sl->val);
+			sl->val = json_incref(e);
+			return 0;
+		}
+		if (!json_is_string(json_object_get(e, "from")))
+			return dsec_err_set(err, EINVAL, "rebuild entry without \"from\"");
+		sl = map_get(&j->cur, json_string_value(json_object_get(e, "from")), 1);
+		if (!sl)
+			return dsec_err_set(err, ENOMEM, "journal index");
+		free(sl->val);
+		sl->val = strdup(json_string_value(id));
+		return sl->val ? 0 : dsec_err_set(err, ENOMEM, "journal index");
+	}
+	if (strcmp(t, "start") && strcmp(t, "done") && strcmp(t, "abort"))
+		return 0; /* a later version's entry: not ours to judge */
+	if (!json_is_string(traj))
+		return dsec_err_set(err, EINVAL, "%s entry without \"traj\"", t);
+	s = step_get(j, json_string_value(traj), json_object_get(e, "step"), 1, err);
+	if (!s)
+		return -1;
+	if (t[0] == 's') {
+		json_t *cmd = json_object_get(e, "cmd");
+
+		if (!json_is_array(cmd) || !json_is_string(id))
+			return dsec_err_set(err, EINVAL, "start entry without \"cmd\" or \"id\"");
+		snprintf(s->id, sizeof(s->id), "%s", json_string_value(id));
+		s->cmdh = cmd_hash(cmd);
+		s->state = S_STARTED;
+		s->start_off = off;
+		s->start_len = len;
+		return push_order(j, s) < 0 ? dsec_err_set(err, ENOMEM, "journal index") : 0;
+	}
+	if (t[0] == 'd') {
+		if (s->state != S_STARTED)
+			return dsec_err_set(err, EINVAL, "done entry without its start");
+		s->state = S_DONE;
+		s->done_off = off;
+		s->done_len = len;
+	} else
+		s->state = S_NEW;
+	return 0;
+}
+
+static int fsync_dir(const char *path)
+{
+	char *d = strdup(path), *sl;
+	int fd, r;
+
+	if (!d)
+		return -1;
+	sl = strrchr(d, '/');
+	if (sl == d)
+		sl[1] = '\0';
+	else if (sl)
+		*sl = '\0';
+	fd = open(sl ? d : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(d);
+	if (fd < 0)
+		return -1;
+	r = fsync(fd);
+	close(fd);
+	return r;
+}
+
+static int load(struct dsec_journal *j, struct dsec_err *err)
+{
+	struct stat st;
+	char *buf;
+	size_t len = 0, pos = 0;
+	unsigned long line = 0;
+	int r = 0;
+
+	if (fstat(j->fd, &st) < 0)
+		return dsec_err_sys(err, "journal '%s': stat", j->path);
+	if (!S_ISREG(st.st_mode))
+		return dsec_err_set(err, EINVAL, "journal '%s': not a regular file", j->path);
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return dsec_err_set(err, ENOMEM, "journal '%s': read", j->path);
+	while (len < (size_t)st.st_size) {
+		ssize_t n = pread(j->fd, buf + len, (size_t)st.st_size - len, (off_t)len);
+
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	while (pos < len && r == 0) {
+		char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t end = nl ? (size_t)(nl - buf) : len;
+		json_error_t je;
+		json_t *e = NULL;
+
+		line++;
+		if (line > 1 ||
+		    (end - pos == strlen(HEADER) && !memcmp(buf + pos, HEADER, end - pos)))
+			e = json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES, &je);
+		if (!nl || !json_is_object(e)) {
+			/* Only the last line may be torn (a crash in the middle of an append). A
+			 * torn first line is one only when it is a part of the header. */
+			int torn = !nl || end + 1 == len;
+
+			if (line == 1)
+				torn = torn && !memcmp(buf + pos, HEADER, end - pos);
+			json_decref(e);
+			if (!torn) {
+				r = dsec_err_set(err, EINVAL, "journal '%s':%lu: %s", j->path, line,
+						 line == 1 ? "not a dsec journal"
+							   : "malformed entry");
+				break;
+			}
+			dsec_warnx("journal '%s':%lu: torn last entry (%zu bytes) ignored", j->path,
+				   line, len - pos);
+			if (ftruncate(j->fd, (off_t)pos) < 0 || fdatasync(j->fd) < 0)
+				r = dsec_err_sys(err, "journal '%s': cut the torn entry", j->path);
+			len = pos;
+			break;
+		}
+		if (line == 1)
+			; /* the header */
+		else if (apply(j, e, (off_t)pos, end - pos, err) < 0)
+			r = dsec_err_wrap(err, "journal '%s':%lu", j->path, line);
+		json_decref(e);
+		pos = end + 1;
+	}
+	free(buf);
+	j->size = (off_t)len;
+	if (r == 0 && len == 0) {
+		json_t *h = json_pack("{s:s,s:i}", "t", "journal", "version", DSEC_JOURNAL_VERSION);
+
+		r = append(j, h, 1, NULL, NULL, err);
+		json_decref(h);
+		if (r == 0 && !(j->flags & DSEC_JOURNAL_NOSYNC) && fsync_dir(j->path) < 0)
+			r = dsec_err_sys(err, "journal '%s': fsync its directory", j->path);
+	}
+	return r;
+}
+
+struct dsec_journal *dsec_journal_open(const char *path, int flags, struct dsec_err *err)
+{
+	struct dsec_journal *j = calloc(1, sizeof(*j));
+
+	if (!j || !(j->path = strdup(path))) {
+		free(j);
+		return dsec_err_set(err, ENOMEM, "journal"), NULL;
+	}
+	j->flags = flags;
+	j->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (j->fd < 0) {
+		dsec_err_sys(err, "journal '%s': open", path);
+		goto fail;
+	}
+	if (flock(j->fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK) {
+			dsec_err_sys(err, "journal '%s': lock", path);
+			goto fail;
+		}
+		dsec_warnx("journal '%s': in use by another dsec-exec, waiting", path);
+		while (flock(j->fd, LOCK_EX) < 0)
+			if (errno != EINTR) {
+				dsec_err_sys(err, "journal '%s': lock", path);
+				goto fail;
+			}
+	}
+	if (load(j, err) < 0)
+		goto fail;
+	return j;
+fail:
+	dsec_journal_close(j);
+	return NULL;
+}
+
+void dsec_journal_close(struct dsec_journal *j)
+{
+	if (!j)
+		return;
+	if (j->fd >= 0)
+		close(j->fd);
+	map_free(&j->steps, step_free);
+	map_free(&j->counters, NULL);
+	map_free(&j->sbs, json_free);
+	map_free(&j->cur, free);
+	free(j->order);
+	free(j->wbuf);
+	free(j->rbuf);
+	free(j->path);
+	free(j);
+}
+
+void dsec_journal_counts(const struct dsec_journal *j, unsigned long *done,
+			 unsigned long *unfinished)
+{
+	*done = *unfinished = 0;
+	for (size_t i = 0; i < j->steps.cap; i++) {
+		struct dsec_journal_step *s = j->steps.v[i].val;
+
+		if (!j->steps.v[i].key)
+			continue;
+		*done += s->state == S_DONE;
+		*unfinished += s->state == S_STARTED || (s->state == S_RUNNING && s->written);
+	}
+}
+
+/* ---- the record path ---- */
+
+/* The recorded command of s, as compact JSON for a message (caller frees), or NULL. */
+static char *recorded_cmd(struct dsec_journal *j, struct dsec_journal_step *s)
+{
+	struct dsec_err e;
+	json_t *st = read_entry(j, s->start_off, s->start_len, &e);
+	char *c = st ? json_dumps(json_object_get(st, "cmd"), JSON_COMPACT) : NULL;
+
+	json_decref(st);
+	return c;
+}
+
+int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, json_t *cmd,
+			struct dsec_journal_step **step, struct dsec_err *err)
+{
+	json_t *tv = json_object_get(rec, "traj"), *sv = json_object_get(rec, "step"), *x, *e;
+	struct dsec_journal_step *s;
+	char tbuf[32];
+	const char *traj = id;
+	uint64_t h = cmd_hash(cmd);
+	int own = 0;
+
+	if (json_is_string(tv))
+		traj = json_string_value(tv);
+	else if (json_is_integer(tv)) {
+		snprintf(tbuf, sizeof(tbuf), "%" JSON_INTEGER_FORMAT, json_integer_value(tv));
+		traj = tbuf;
+	} else if (tv)
+		return dsec_err_set(err, EINVAL, "\"traj\" is not a string or an integer");
+	if (!sv) { /* its place among the records of its trajectory */
+		struct slot *sl = map_get(&j->counters, traj, 1);
+
+		if (!sl)
+			return dsec_err_set(err, ENOMEM, "journal index");
+		sv = json_integer((json_int_t)(uintptr_t)sl->val);
+		sl->val = (void *)((uintptr_t)sl->val + 1);
+		own = 1;
+	}
+	s = step_get(j, traj, sv, 1, err);
+	if (own)
+		json_decref(sv);
+	if (!s)
+		return -1;
+	if (s->state == S_RUNNING)
+		return dsec_err_set(err, EBUSY, "journal: traj '%s' step %s: already running", traj,
+				    step_text(s));
+	if ((s->state == S_DONE || s->state == S_STARTED) && s->cmdh != h) {
+		char *c = recorded_cmd(j, s);
+
+		dsec_err_set(err, EEXIST, "journal: traj '%s' step %s: recorded with command %s",
+			     traj, step_text(s), c ? c : "(unreadable)");
+		free(c);
+		return -1;
+	}
+	if (s->state == S_STARTED && !(j->flags & DSEC_JOURNAL_RERUN))
+		return dsec_err_set(err, EINPROGRESS,
+				    "journal: traj '%s' step %s: started in %s and never finished "
+				    "(it may have run; --rerun-unfinished runs it again)",
+				    traj, step_text(s), s->id);
+	if (s->state == S_DONE) {
+		e = read_entry(j, s->done_off, s->done_len, err);
+		if (!e)
+			return -1;
+		x = json_object_get(e, "exec");
+		if (!json_is_object(x)) {
+			json_decref(e);
+			return dsec_err_set(err, EINVAL, "journal: traj '%s' step %s: no result",
+					    traj, step_text(s));
+		}
+		json_object_set_new(x, "replayed", json_true());
+		json_object_set(rec, "exec", x);
+		json_decref(e);
+		return 1;
+	}
+	s->cmdh = h;
+	s->prev = s->state;
+	s->state = S_RUNNING;
+	s->written = 0;
+	*step = s;
+	return 0;
+}
+
+/* The entry describing sandbox sb (root: the sandbox it replaces, or NULL). New reference. */
+static json_t *sandbox_entry(const struct dsec_sandbox *sb, const char *root)
+{
+	json_t *e = json_pack("{s:s,s:s}", "t", "sandbox", "id", sb->id);
+	json_t *lim = json_object();
+
+	if (root)
+		json_object_set_new(e, "root", json_string(root));
+	json_object_set_new(e, "image", json_string(sb->image));
+	json_object_set_new(lim, "cpus", json_real(sb->limits.cpus));
+	json_object_set_new(lim, "memory", json_integer((json_int_t)sb->limits.memory));
+	json_object_set_new(lim, "pids", json_integer((json_int_t)sb->limits.pids));
+	json_object_set_new(lim, "disk", json_integer((json_int_t)sb->limits.disk));
+	json_object_set_new(e, "limits", lim);
+	json_object_set_new(e, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(e, "ttl_us", json_integer((json_int_t)sb->ttl_us));
+	json_object_set_new(e, "hostname", json_string(sb->hostname));
+	json_object_set_new(e, "env", sb->env ? json_incref(sb->env) : json_array());
+	return e;
+}
+
+static int note_sandbox(struct dsec_journal *j, const struct dsec_sandbox *sb, const char *root,
+			int sync, struct dsec_err *err)
+{
+	json_t *e = sandbox_entry(sb, root);
+	struct slot *sl;
+
+	if (append(j, e, sync, NULL, NULL, err) < 0) {
+		json_decref(e);
+		return -1;
+	}
+	if (!(sl = map_get(&j->sbs, sb->id, 1))) {
+		json_decref(e);
+		return dsec_err_set(err, ENOMEM, "journal index");
+	}
+	json_decref(sl->val);
+	sl->val = e;
+	return 0;
+}
+
+int dsec_journal_start(struct dsec_journal *j, struct dsec_journal_step *s,
+		       const struct dsec_sandbox *sb, const struct dsec_journal_spec *sp,
+		       struct dsec_err *err)
+{
+	json_t *e, *env = json_array(), *v;
+	const char *k;
+	int r;
+
+	if (!map_val(&j->sbs, sb->id) && note_sandbox(j, sb, NULL, 0, err) < 0)
+		return -1;
+	for (size_t i = 0; sp->optenv && sp->optenv[i]; i++) {
+		const char *kv = sp->optenv[i], *hv = getenv(kv);
+
+		if (strchr(kv, '='))
+			json_array_append_new(env, json_string(kv));
+		else if (hv)
+			json_array_append_new(env, json_pack("s++", kv, "=", hv));
+	}
+	json_object_foreach(sp->recenv, k, v) json_array_append_new(
+	    env, json_pack("s++", k, "=", json_is_string(v) ? json_string_value(v) : ""));
+	e = json_pack("{s:s,s:O,s:O,s:s,s:O,s:o}", "t", "start", "traj", s->traj, "step", s->step,
+		      "id", sb->id, "cmd", sp->cmd, "env", env);
+	if (sp->cwd)
+		json_object_set_new(e, "cwd", json_string(sp->cwd));
+	if (sp->stdin_s)
+		json_object_set_new(e, "stdin", json_stringn(sp->stdin_s, sp->stdin_len));
+	if (sp->timeout_us)
+		json_object_set_new(e, "timeout_us", json_integer((json_int_t)sp->timeout_us));
+	json_object_set_new(e, "max_output", json_integer((json_int_t)sp->max_output));
+	json_object_set_new(e, "ts", json_integer((json_int_t)dsec_wall_us()));
+	r = append(j, e, 1, &s->start_off, &s->start_len, err);
+	json_decref(e);
+	if (r < 0)
+		return -1;
+	s->written = 1;
+	snprintf(s->id, sizeof(s->id), "%s", sb->id);
+	return push_order(j, s) < 0 ? dsec_err_set(err, ENOMEM, "journal index") : 0;
+}
+
+int dsec_journal_done(struct dsec_journal *j, struct dsec_journal_step *s, json_t *exec,
+		      struct dsec_err *err)
+{
+	json_t *e = json_pack("{s:s,s:O,s:O,s:s,s:O}", "t", "done", "traj", s->traj, "step",
+			      s->step, "id", s->id, "exec", exec);
+	int r = append(j, e, 1, &s->done_off, &s->done_len, err);
+
+	json_decref(e);
+	s->state = r < 0 ? S_STARTED : S_DONE;
+	return r;
+}
+
+int dsec_journal_abort(struct dsec_journal *j, struct dsec_journal_step *s, const char *why,
+		       struct dsec_err *err)
+{
+	json_t *e;
+	int r = 0;
+
+	if (!s->written) {
+		s->state = s->prev;
+		return 0;
+	}
+	/* Not synced: were it lost, the step would look unfinished and be reported, never
+	 * silently run twice. */
+	e = json_pack("{s:s,s:O,s:O,s:s}", "t", "abort", "traj", s->traj, "step", s->step, "msg",
+		      why ? why : "");
+	r = append(j, e, 0, NULL, NULL, err);
+	json_decref(e);
+	s->state = r < 0 ? S_STARTED : S_NEW;
+	return r;
+}
+
+/* ---- rebuild ---- */
+
+/* Run a started step (its "start" entry) again in t, synchronously: a new reference to
+ * {"exit","signal","stdout","stderr","timed_out"}, or NULL with err. */
+static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err *err)
+{
+	json_t *cmd = json_object_get(st, "cmd"), *in = json_object_get(st, "stdin"), *v, *x;
+	const char *cwd = json_string_value(json_object_get(st, "cwd"));
+	json_int_t tmo = json_integer_value(json_object_get(st, "timeout_us")),
+		   mo = json_integer_value(json_object_get(st, "max_output"));
+	struct dsec_exec_spec sp = {.cwd = cwd, .killable = tmo > 0};
+	struct dsec_capture co = {.max = mo > 0 ? (size_t)mo : 1 << 20}, ce = {.max = co.max};
+	struct dsec_exec_proc pr;
+	struct dsec_env env = {0};
+	struct rusage ru;
+	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, st_ = 0, timed_out = 0;
+	size_t i, inoff = 0, n = json_array_size(cmd);
+	char **argv = calloc(n + 1, sizeof(*argv));
+	uint64_t deadline;
+
+	x = NULL;
+	if (!argv || !n) {
+		dsec_err_set(err, EINVAL, "start entry without a command");
+		goto out;
+	}
+	json_array_foreach(cmd, i, v) argv[i] = (char *)json_string_value(v);
+	if (dsec_env_init(&env, &t->sb, err) < 0)
+		goto out;
+	json_array_foreach(json_object_get(st, "env"), i,
+			   v) if (json_is_string(v) &&
+				  dsec_env_put(&env, json_string_value(v), err) < 0) goto out;
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
+	    (json_is_string(in) && pipe2(pi, O_CLOEXEC) < 0)) {
+		dsec_err_sys(err, "pipe");
+		goto out;
+	}
+	sp.argv = argv;
+	sp.envp = env.v;
+	sp.fd[0] = pi[0];
+	sp.fd[1] = po[1];
+	sp.fd[2] = pe[1];
+	r = dsec_exec_start(t, &sp, &pr, err);
+	close(po[1]);
+	close(pe[1]);
+	if (pi[0] >= 0)
+		close(pi[0]);
+	po[1] = pe[1] = pi[0] = -1;
+	if (r == DSEC_EXEC_NOT_FOUND || r == DSEC_EXEC_CANNOT_RUN) {
+		x = json_pack("{s:i,s:n,s:s,s:s,s:b}", "exit", r == DSEC_EXEC_NOT_FOUND ? 127 : 126,
+			      "signal", "stdout", "", "stderr", "", "timed_out", 0);
+		goto out;
+	}
+	if (r < 0)
+		goto out;
+	fcntl(po[0], F_SETFL, O_NONBLOCK);
+	fcntl(pe[0], F_SETFL, O_NONBLOCK);
+	if (pi[1] >= 0)
+		fcntl(pi[1], F_SETFL, O_NONBLOCK);
+	deadline = tmo > 0 ? pr.start_us + (uint64_t)tmo : 0;
+	for (;;) {
+		struct pollfd pf[4] = {{po[0], POLLIN, 0},
+				       {pe[0], POLLIN, 0},
+				       {pi[1], POLLOUT, 0},
+				       {pr.pidfd, POLLIN, 0}};
+		uint64_t now = dsec_now_us();
+		struct dsec_err e;
+
+		if (deadline && !timed_out && now >= deadline) {
+			timed_out = 1;
+			dsec_exec_kill(&pr, &e);
+		}
+		if (poll(pf, 4, deadline && !timed_out ? (int)((deadline - now) / 1000 + 1) : -1) <
+			0 &&
+		    errno != EINTR)
+			break;
+		if (pf[0].revents && dsec_capture_read(&co, po[0], &e) == 0) {
+			close(po[0]);
+			po[0] = -1;
+		}
+		if (pf[1].revents && dsec_capture_read(&ce, pe[0], &e) == 0) {
+			close(pe[0]);
+			pe[0] = -1;
+		}
+		if (pf[2].revents) {
+			ssize_t w = write(pi[1], json_string_value(in) + inoff,
+					  json_string_length(in) - inoff);
+
+			if (w > 0)
+				inoff += (size_t)w;
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
+			    inoff >= json_string_length(in)) {
+				close(pi[1]);
+				pi[1] = -1;
+			}
+		}
+		if (pf[3].revents && dsec_exec_wait(&pr, 1, &st_, &ru, &e) != 0)
+			break;
+	}
+	for (int k = 0; k < 4 && po[0] >= 0; k++)
+		if (dsec_capture_read(&co, po[0], err) < 2)
+			break;
+	for (int k = 0; k < 4 && pe[0] >= 0; k++)
+		if (dsec_capture_read(&ce, pe[0], err) < 2)
+			break;
+	dsec_exec_release(&pr);
+	x = json_object();
+	json_object_set_new(x, "exit",
+			    WIFEXITED(st_) ? json_integer(WEXITSTATUS(st_)) : json_null());
+	json_object_set_new(
+	    x, "signal", WIFSIGNALED(st_) ? json_string(dsec_signame(WTERMSIG(st_))) : json_null());
+	json_object_set_new(x, "stdout", dsec_utf8_json(co.buf ? co.buf : "", co.len));
+	json_object_set_new(x, "stderr", dsec_utf8_json(ce.buf ? ce.buf : "", ce.len));
+	json_object_set_new(x, "timed_out", json_boolean(timed_out));
+out:
+	for (r = 0; r < 2; r++) {
+		if (po[r] >= 0)
+			close(po[r]);
+		if (pe[r] >= 0)
+			close(pe[r]);
+		if (pi[r] >= 0)
+			close(pi[r]);
+	}
+	dsec_capture_free(&co);
+	dsec_capture_free(&ce);
+	dsec_env_free(&env);
+	free(argv);
+	return x;
+}
+
+/* A sandbox request from a "sandbox" entry: image, limits, net, ttl, hostname, env (borrowed). */
+static int request_of(json_t *info, struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	json_t *lim = json_object_get(info, "limits");
+	const char *img = json_string_value(json_object_get(info, "image")),
+		   *hn = json_string_value(json_object_get(info, "hostname")), *net;
+
+	memset(sb, 0, sizeof(*sb));
+	if (!img || strlen(img) >= sizeof(sb->image))
+		return dsec_err_set(err, EINVAL, "no image recorded");
+	snprintf(sb->image, sizeof(sb->image), "%s", img);
+	sb->limits.cpus = json_number_value(json_object_get(lim, "cpus"));
+	sb->limits.memory = (uint64_t)json_integer_value(json_object_get(lim, "memory"));
+	sb->limits.pids = (uint64_t)json_integer_value(json_object_get(lim, "pids"));
+	sb->limits.disk = (uint64_t)json_integer_value(json_object_get(lim, "disk"));
+	if (!sb->limits.disk)
+		sb->limits.disk = DSEC_DEFAULT_DISK;
+	net = json_string_value(json_object_get(info, "net"));
+	sb->net = net && !strcmp(net, "host") ? DSEC_NET_HOST : DSEC_NET_NONE;
+	sb->ttl_us = (uint64_t)json_integer_value(json_object_get(info, "ttl_us"));
+	if (hn)
+		snprintf(sb->hostname, sizeof(sb->hostname), "%s", hn);
+	sb->env = json_is_array(json_object_get(info, "env")) ? json_object_get(info, "env") : NULL;
+	return 0;
+}
+
+int dsec_journal_rebuild(struct dsec_journal *j, const struct dsec_paths *paths, const char *id,
+			 json_t **report, struct dsec_err *err)
+{
+	static const char *const fields[] = {"exit", "signal", "stdout", "stderr", "timed_out"};
+	char root[DSEC_ID_MAX];
+	json_t *info, *differ = NULL, *e;
+	struct dsec_exec_target t;
+	struct dsec_sandbox sb;
+	struct slot *sl;
+	int lock = -1, made = 0, opened = 0;
+	long steps = 0;
+
+	if (!(j->flags & DSEC_JOURNAL_REBUILD))
+		return 1;
+	snprintf(root, sizeof(root), "%s", root_of(j, id));
+	info = map_val(&j->sbs, root);
+	if (!info)
+		return dsec_err_set(err, ENOENT, "%s: the journal knows no image for it", id);
+	if (request_of(info, &sb, err) < 0)
+		return dsec_err_wrap(err, "%s: journal", id);
+	lock = dsec_run_lock(paths, 0, err);
+	if (lock < 0)
+		goto fail;
+	if (dsec_sandbox_create(paths, &sb, err) < 0) {
+		sb.env = NULL;
+		dsec_err_wrap(err, "%s: rebuild from image '%s'", id, sb.image);
+		goto fail;
+	}
+	sb.env = NULL; /* borrowed from info */
+	made = 1;
+	if (dsec_exec_target_open(paths, sb.id, &t, err) < 0)
+		goto fail;
+	opened = 1;
+	if (note_sandbox(j, &t.sb, root, 0, err) < 0)
+		goto fail;
+	differ = json_array();
+	for (size_t i = 0; i < j->norder; i++) {
+		struct dsec_journal_step *s = j->order[i];
+		json_t *st, *rx, *dn, *fl;
+
+		if (s->order != i || s->state != S_DONE || strcmp(root_of(j, s->id), root))
+			continue;
+		st = read_entry(j, s->start_off, s->start_len, err);
+		dn = st ? read_entry(j, s->done_off, s->done_len, err) : NULL;
+		rx = dn ? run_again(&t, st, err) : NULL;
+		json_decref(st);
+		if (!rx) {
+			json_decref(dn);
+			dsec_err_wrap(err, "%s: rebuild: traj '%s' step %s", id,
+				      json_string_value(s->traj), step_text(s));
+			goto fail;
+		}
+		steps++;
+		fl = json_array();
+		for (size_t f = 0; f < sizeof(fields) / sizeof(*fields); f++) {
+			json_t *was = json_object_get(json_object_get(dn, "exec"), fields[f]);
+
+			if (!json_equal(was ? was : json_false(), json_object_get(rx, fields[f])))
+				json_array_append_new(fl, json_string(fields[f]));
+		}
+		if (json_array_size(fl)) {
+			char *fs = json_dumps(fl, JSON_COMPACT);
+
+			dsec_warnx(
+			    "%s: rebuilt as %s: traj '%s' step %s: %s differ from the journal", id,
+			    sb.id, json_string_value(s->traj), step_text(s), fs ? fs : "results");
+			free(fs);
+			json_array_append_new(differ, json_pack("{s:O,s:O,s:o}", "traj", s->traj,
+								"step", s->step, "fields", fl));
+		} else
+			json_decref(fl);
+		json_decref(rx);
+		json_decref(dn);
+	}
+	e = json_pack("{s:s,s:s,s:s,s:i,s:i}", "t", "rebuild", "from", root, "id", sb.id, "steps",
+		      (int)steps, "differ", (int)json_array_size(differ));
+	if (append(j, e, 1, NULL, NULL, err) < 0) {
+		json_decref(e);
+		goto fail;
+	}
+	json_decref(e);
+	sl = map_get(&j->cur, root, 1);
+	if (!sl) {
+		dsec_err_set(err, ENOMEM, "journal index");
+		goto fail;
+	}
+	free(sl->val);
+	sl->val = strdup(sb.id);
+	if (dsec_sandbox_commit(&sb, err) < 0)
+		dsec_err_print(err);
+	dsec_exec_target_close(&t);
+	close(lock);
+	*report = json_pack("{s:s,s:s,s:s,s:i,s:o}", "from", root, "id", sb.id, "image", sb.image,
+			    "steps", (int)steps, "differ", differ);
+	dsec_sandbox_free(&sb);
+	return 0;
+fail:
+	json_decref(differ);
+	if (opened)
+		dsec_exec_target_close(&t);
+	if (made) {
+		dsec_sandbox_destroy(paths, &sb, NULL);
+		dsec_sandbox_free(&sb);
+	}
+	if (lock >= 0)
+		close(lock);
+	return -1;
+}
