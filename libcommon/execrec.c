@@ -54,7 +54,7 @@ struct loop {
 	/* input */
 	int infd, ieof;
 	char *ibuf;
-	size_t ilen, icap, max_line;
+	size_t ioff, ilen, icap, max_line; /* pending input: ibuf[ioff..ilen) */
 	unsigned long lineno;
 	int skipping; /* inside a line that is too long */
 };
@@ -544,24 +544,29 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 /* The next complete line (NUL-terminated in place), or NULL. *len is set. */
 static char *next_line(struct loop *L, size_t *len, size_t *consumed)
 {
-	char *nl = memchr(L->ibuf, '\n', L->ilen);
+	char *p = L->ibuf + L->ioff, *nl = memchr(p, '\n', L->ilen - L->ioff);
 
 	if (nl) {
-		*len = (size_t)(nl - L->ibuf);
+		*len = (size_t)(nl - p);
 		*consumed = *len + 1;
-	} else if (L->ieof && L->ilen) {
-		*len = L->ilen;
-		*consumed = L->ilen;
+	} else if (L->ieof && L->ilen > L->ioff) {
+		*len = L->ilen - L->ioff;
+		*consumed = *len;
 	} else
 		return NULL;
-	L->ibuf[*len] = '\0';
-	return L->ibuf;
+	p[*len] = '\0';
+	return p;
 }
 
 static int read_input(struct loop *L, struct dsec_err *err)
 {
 	ssize_t n;
 
+	if (L->ioff) { /* consumed lines leave the buffer here, not one by one */
+		memmove(L->ibuf, L->ibuf + L->ioff, L->ilen - L->ioff);
+		L->ilen -= L->ioff;
+		L->ioff = 0;
+	}
 	if (L->icap - L->ilen < 65536) {
 		size_t nc = L->icap ? L->icap * 2 : 131072;
 		char *nb = realloc(L->ibuf, nc + 1);
@@ -594,7 +599,7 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 		int bad = 0;
 
 		if (!line) {
-			if (L->ilen > L->max_line) { /* too long and still no newline: drop it */
+			if (L->ilen - L->ioff > L->max_line) { /* too long, no newline: drop it */
 				if (!L->skipping) {
 					L->lineno++;
 					dsec_err_set(e, E2BIG,
@@ -603,15 +608,14 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 					bad = 1;
 				}
 				L->skipping = 1;
-				L->ilen = 0;
+				L->ilen = L->ioff = 0;
 				return bad ? -1 : 0;
 			}
 			return 0;
 		}
 		if (L->skipping) { /* the rest of a line reported already */
 			L->skipping = 0;
-			memmove(L->ibuf, L->ibuf + used, L->ilen - used);
-			L->ilen -= used;
+			L->ioff += used;
 			continue;
 		}
 		L->lineno++;
@@ -632,8 +636,7 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 			dsec_err_set(e, EINVAL, "<stdin>:%lu: record is not a JSON object",
 				     L->lineno);
 		}
-		memmove(L->ibuf, L->ibuf + used, L->ilen - used);
-		L->ilen -= used;
+		L->ioff += used;
 		if (*rec)
 			return 1;
 		if (*p)
@@ -740,7 +743,7 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 			if (job_start(&L, &L.jobs[i], rec, L.seq_in++, err) < 0)
 				goto fatal;
 		}
-		if (L.ieof && !L.ilen && !L.running)
+		if (L.ieof && L.ilen == L.ioff && !L.running)
 			break;
 		n = 0;
 		if (!L.ieof && L.running < o->jobs && L.ndone < 1024)

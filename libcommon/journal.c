@@ -1,6 +1,8 @@
-/* The trajectory journal of dsec-exec (journal.h; the file format is dsec-journal(5)). The whole
- * file is read once at open into an index (a hash of steps); entries are re-read from the file
- * (pread) only when a step is replayed or rebuilt, so memory stays small for big outputs. */
+/* The trajectory journal of dsec-exec (journal.h; the file format is dsec-journal(5)). The file
+ * is mapped once at open and indexed (a hash of steps to the offsets of their entries); an entry
+ * is parsed whole only when its step is replayed or rebuilt, so opening stays fast and memory
+ * small for big outputs. Step entries are indexed from their first members alone, which dsec
+ * always writes first and in this order: {"t":…,"traj":…,"step":…,"id":…. */
 #include "journal.h"
 
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,10 +27,9 @@
 enum { S_NEW, S_STARTED, S_DONE, S_RUNNING };
 
 struct dsec_journal_step {
-	const char *key;      /* traj \x1f step (the map's copy) */
-	json_t *traj, *step;  /* as entries carry them */
-	char id[DSEC_ID_MAX]; /* the sandbox its latest start ran in */
-	uint64_t cmdh;
+	const char *key;          /* traj \x1f step (the map's copy) */
+	json_t *traj, *step;      /* as entries carry them */
+	char id[DSEC_ID_MAX];     /* the sandbox its latest start ran in */
 	int state, prev, written; /* written: this run appended its start */
 	size_t order;             /* index of its latest start in j->order */
 	off_t start_off, done_off;
@@ -57,6 +59,8 @@ struct dsec_journal {
 	size_t norder, caporder;
 	char *wbuf, *rbuf;
 	size_t wlen, wcap, rcap;
+	const char *map;        /* the file as loaded (its entries never change), or NULL */
+	size_t maplen, mapsize; /* maplen: what is read from it (a torn tail cut off) */
 };
 
 /* ---- a string-keyed hash map (open addressing, power-of-two size) ---- */
@@ -177,20 +181,6 @@ static const char *step_text(const struct dsec_journal_step *s)
 	return buf;
 }
 
-static uint64_t cmd_hash(json_t *cmd)
-{
-	uint64_t h = FNV_INIT;
-	size_t i;
-	json_t *v;
-
-	json_array_foreach(cmd, i, v)
-	{
-		h = fnv(json_string_value(v), json_string_length(v), h);
-		h = fnv("", 1, h);
-	}
-	return h;
-}
-
 /* ---- the file ---- */
 
 static int wcb(const char *buf, size_t size, void *data)
@@ -248,6 +238,10 @@ static json_t *read_entry(struct dsec_journal *j, off_t off, size_t len, struct 
 	json_t *e;
 	ssize_t n;
 
+	if (j->map && (size_t)off + len <= j->maplen) {
+		e = json_loadb(j->map + off, len, 0, &je);
+		goto parsed;
+	}
 	if (len + 1 > j->rcap) {
 		char *nb = realloc(j->rbuf, len + 1);
 
@@ -263,6 +257,7 @@ static json_t *read_entry(struct dsec_journal *j, off_t off, size_t len, struct 
 				    n < 0 ? strerror(errno) : "short read"),
 		       NULL;
 	e = json_loadb(j->rbuf, len, 0, &je);
+parsed:
 	if (!json_is_object(e)) {
 		json_decref(e);
 		return dsec_err_set(err, EIO, "journal '%s': entry at %lld changed under us",
@@ -327,12 +322,39 @@ const char *dsec_journal_current(struct dsec_journal *j, const char *id)
 	return c ? c : id;
 }
 
-/* Take one loaded entry into the index. */
+/* Take a loaded step entry (kind 's'tart, 'd'one, 'a'bort) into the index. */
+static int apply_step(struct dsec_journal *j, int kind, const char *traj, json_t *step,
+		      const char *id, off_t off, size_t len, struct dsec_err *err)
+{
+	struct dsec_journal_step *s = step_get(j, traj, step, 1, err);
+
+	if (!s)
+		return -1;
+	if (kind == 's') {
+		if (!id || !dsec_sandbox_id_ok(id))
+			return dsec_err_set(err, EINVAL, "start entry without a sandbox \"id\"");
+		snprintf(s->id, sizeof(s->id), "%s", id);
+		s->state = S_STARTED;
+		s->start_off = off;
+		s->start_len = len;
+		return push_order(j, s) < 0 ? dsec_err_set(err, ENOMEM, "journal index") : 0;
+	}
+	if (kind == 'd') {
+		if (s->state != S_STARTED)
+			return dsec_err_set(err, EINVAL, "done entry without its start");
+		s->state = S_DONE;
+		s->done_off = off;
+		s->done_len = len;
+	} else
+		s->state = S_NEW;
+	return 0;
+}
+
+/* Take one loaded entry (parsed) into the index. */
 static int apply(struct dsec_journal *j, json_t *e, off_t off, size_t len, struct dsec_err *err)
 {
 	const char *t = json_string_value(json_object_get(e, "t"));
 	json_t *id = json_object_get(e, "id"), *traj = json_object_get(e, "traj");
-	struct dsec_journal_step *s;
 	struct slot *sl;
 
 	if (!t)
@@ -361,30 +383,83 @@ static int apply(struct dsec_journal *j, json_t *e, off_t off, size_t len, struc
 		return 0; /* a later version's entry: not ours to judge */
 	if (!json_is_string(traj))
 		return dsec_err_set(err, EINVAL, "%s entry without \"traj\"", t);
-	s = step_get(j, json_string_value(traj), json_object_get(e, "step"), 1, err);
-	if (!s)
-		return -1;
-	if (t[0] == 's') {
-		json_t *cmd = json_object_get(e, "cmd");
+	if (t[0] == 's' && !json_is_array(json_object_get(e, "cmd")))
+		return dsec_err_set(err, EINVAL, "start entry without \"cmd\"");
+	return apply_step(j, t[0], json_string_value(traj), json_object_get(e, "step"),
+			  json_string_value(id), off, len, err);
+}
 
-		if (!json_is_array(cmd) || !json_is_string(id))
-			return dsec_err_set(err, EINVAL, "start entry without \"cmd\" or \"id\"");
-		snprintf(s->id, sizeof(s->id), "%s", json_string_value(id));
-		s->cmdh = cmd_hash(cmd);
-		s->state = S_STARTED;
-		s->start_off = off;
-		s->start_len = len;
-		return push_order(j, s) < 0 ? dsec_err_set(err, ENOMEM, "journal index") : 0;
+/* Skip the literal lit at *p (within end). */
+static int lit(const char **p, const char *end, const char *lit_)
+{
+	size_t n = strlen(lit_);
+
+	if ((size_t)(end - *p) < n || memcmp(*p, lit_, n))
+		return 0;
+	*p += n;
+	return 1;
+}
+
+/* A JSON string without escapes at *p (after its opening quote): its bytes into buf. */
+static int plain_string(const char **p, const char *end, char *buf, size_t n)
+{
+	const char *q = *p;
+
+	while (q < end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+		q++;
+	if (q >= end || *q != '"' || (size_t)(q - *p) >= n)
+		return 0;
+	memcpy(buf, *p, (size_t)(q - *p));
+	buf[q - *p] = '\0';
+	*p = q + 1;
+	return 1;
+}
+
+/* The fast path of load for a step entry as dsec writes it: {"t":"start|done|abort",
+ * "traj":"…","step":N|"…","id":"…",… read without building the JSON tree. 1 when it was taken
+ * into the index, 0 when the line does not have that form (the caller parses it whole), -1. */
+static int apply_quick(struct dsec_journal *j, const char *p, size_t len, off_t off,
+		       struct dsec_err *err)
+{
+	const char *end = p + len, *q = p;
+	char traj[TRAJ_MAX + 1], sstep[STEP_MAX + 1], id[DSEC_ID_MAX];
+	json_t *step;
+	int kind, r;
+
+	if (lit(&q, end, "{\"t\":\"start\","))
+		kind = 's';
+	else if (lit(&q, end, "{\"t\":\"done\","))
+		kind = 'd';
+	else if (lit(&q, end, "{\"t\":\"abort\","))
+		kind = 'a';
+	else
+		return 0;
+	if (!lit(&q, end, "\"traj\":\"") || !plain_string(&q, end, traj, sizeof(traj)) ||
+	    !lit(&q, end, ",\"step\":"))
+		return 0;
+	if (q < end && *q == '"') {
+		q++;
+		if (!plain_string(&q, end, sstep, sizeof(sstep)))
+			return 0;
+		step = json_string(sstep);
+	} else {
+		long long v = 0;
+		const char *d = q;
+
+		while (q < end && *q >= '0' && *q <= '9' && q - d < 18)
+			v = v * 10 + (*q++ - '0');
+		if (q == d || (q - d > 1 && *d == '0'))
+			return 0;
+		step = json_integer(v);
 	}
-	if (t[0] == 'd') {
-		if (s->state != S_STARTED)
-			return dsec_err_set(err, EINVAL, "done entry without its start");
-		s->state = S_DONE;
-		s->done_off = off;
-		s->done_len = len;
-	} else
-		s->state = S_NEW;
-	return 0;
+	if (!lit(&q, end, ",\"id\":\"") || !plain_string(&q, end, id, sizeof(id)) ||
+	    (q < end && *q != ',' && *q != '}')) {
+		json_decref(step);
+		return 0;
+	}
+	r = apply_step(j, kind, traj, step, id, off, len, err);
+	json_decref(step);
+	return r < 0 ? -1 : 1;
 }
 
 static int fsync_dir(const char *path)
@@ -411,8 +486,8 @@ static int fsync_dir(const char *path)
 static int load(struct dsec_journal *j, struct dsec_err *err)
 {
 	struct stat st;
-	char *buf;
-	size_t len = 0, pos = 0;
+	const char *buf = NULL;
+	size_t len, pos = 0;
 	unsigned long line = 0;
 	int r = 0;
 
@@ -420,33 +495,44 @@ static int load(struct dsec_journal *j, struct dsec_err *err)
 		return dsec_err_sys(err, "journal '%s': stat", j->path);
 	if (!S_ISREG(st.st_mode))
 		return dsec_err_set(err, EINVAL, "journal '%s': not a regular file", j->path);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return dsec_err_set(err, ENOMEM, "journal '%s': read", j->path);
-	while (len < (size_t)st.st_size) {
-		ssize_t n = pread(j->fd, buf + len, (size_t)st.st_size - len, (off_t)len);
+	len = (size_t)st.st_size;
+	if (len) {
+		void *m = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, j->fd, 0);
 
-		if (n <= 0)
-			break;
-		len += (size_t)n;
+		if (m == MAP_FAILED)
+			return dsec_err_sys(err, "journal '%s': map", j->path);
+		buf = j->map = m;
+		j->maplen = j->mapsize = len;
 	}
 	while (pos < len && r == 0) {
-		char *nl = memchr(buf + pos, '\n', len - pos);
-		size_t end = nl ? (size_t)(nl - buf) : len;
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t end = nl ? (size_t)(nl - buf) : len, hl = strlen(HEADER);
+		int last = !nl || end + 1 == len;
 		json_error_t je;
 		json_t *e = NULL;
 
 		line++;
-		if (line > 1 ||
-		    (end - pos == strlen(HEADER) && !memcmp(buf + pos, HEADER, end - pos)))
+		/* the last line is parsed whole: it may be torn */
+		if (line > 1 && !last) {
+			r = apply_quick(j, buf + pos, end - pos, (off_t)pos, err);
+			if (r != 0) {
+				if (r < 0)
+					dsec_err_wrap(err, "journal '%s':%lu", j->path, line);
+				r = r < 0 ? -1 : 0;
+				pos = end + 1;
+				continue;
+			}
+		}
+		if (line > 1 || (end - pos == hl && !memcmp(buf + pos, HEADER, hl)))
 			e = json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES, &je);
 		if (!nl || !json_is_object(e)) {
-			/* Only the last line may be torn (a crash in the middle of an append). A
+			/* Only the last line may be torn (a crash in the middle of an append); a
 			 * torn first line is one only when it is a part of the header. */
-			int torn = !nl || end + 1 == len;
+			int torn = last;
 
 			if (line == 1)
-				torn = torn && !memcmp(buf + pos, HEADER, end - pos);
+				torn = torn && end - pos <= hl &&
+				       !memcmp(buf + pos, HEADER, end - pos);
 			json_decref(e);
 			if (!torn) {
 				r = dsec_err_set(err, EINVAL, "journal '%s':%lu: %s", j->path, line,
@@ -459,16 +545,14 @@ static int load(struct dsec_journal *j, struct dsec_err *err)
 			if (ftruncate(j->fd, (off_t)pos) < 0 || fdatasync(j->fd) < 0)
 				r = dsec_err_sys(err, "journal '%s': cut the torn entry", j->path);
 			len = pos;
+			j->maplen = len;
 			break;
 		}
-		if (line == 1)
-			; /* the header */
-		else if (apply(j, e, (off_t)pos, end - pos, err) < 0)
+		if (line > 1 && apply(j, e, (off_t)pos, end - pos, err) < 0)
 			r = dsec_err_wrap(err, "journal '%s':%lu", j->path, line);
 		json_decref(e);
 		pos = end + 1;
 	}
-	free(buf);
 	j->size = (off_t)len;
 	if (r == 0 && len == 0) {
 		json_t *h = json_pack("{s:s,s:i}", "t", "journal", "version", DSEC_JOURNAL_VERSION);
@@ -519,6 +603,8 @@ void dsec_journal_close(struct dsec_journal *j)
 {
 	if (!j)
 		return;
+	if (j->map)
+		munmap((void *)j->map, j->mapsize);
 	if (j->fd >= 0)
 		close(j->fd);
 	map_free(&j->steps, step_free);
@@ -548,15 +634,31 @@ void dsec_journal_counts(const struct dsec_journal *j, unsigned long *done,
 
 /* ---- the record path ---- */
 
-/* The recorded command of s, as compact JSON for a message (caller frees), or NULL. */
-static char *recorded_cmd(struct dsec_journal *j, struct dsec_journal_step *s)
+/* rec's step s is recorded (started, maybe done): its entry whole (new reference) when it was
+ * recorded with cmd, else NULL with err (EEXIST when the command differs). */
+static json_t *recorded(struct dsec_journal *j, struct dsec_journal_step *s, const char *traj,
+			json_t *cmd, struct dsec_err *err)
 {
-	struct dsec_err e;
-	json_t *st = read_entry(j, s->start_off, s->start_len, &e);
-	char *c = st ? json_dumps(json_object_get(st, "cmd"), JSON_COMPACT) : NULL;
+	json_t *e, *was;
+	char *c;
 
-	json_decref(st);
-	return c;
+	if (s->state == S_DONE) {
+		e = read_entry(j, s->done_off, s->done_len, err);
+		was = json_object_get(json_object_get(e, "exec"), "cmd");
+	} else {
+		e = read_entry(j, s->start_off, s->start_len, err);
+		was = json_object_get(e, "cmd");
+	}
+	if (!e)
+		return NULL;
+	if (json_equal(was, cmd))
+		return e;
+	c = json_dumps(was, JSON_COMPACT);
+	dsec_err_set(err, EEXIST, "journal: traj '%s' step %s: recorded with another command: %s",
+		     traj, step_text(s), c ? c : "(none)");
+	free(c);
+	json_decref(e);
+	return NULL;
 }
 
 int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, json_t *cmd,
@@ -566,7 +668,6 @@ int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, jso
 	struct dsec_journal_step *s;
 	char tbuf[32];
 	const char *traj = id;
-	uint64_t h = cmd_hash(cmd);
 	int own = 0;
 
 	if (json_is_string(tv))
@@ -593,35 +694,32 @@ int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, jso
 	if (s->state == S_RUNNING)
 		return dsec_err_set(err, EBUSY, "journal: traj '%s' step %s: already running", traj,
 				    step_text(s));
-	if ((s->state == S_DONE || s->state == S_STARTED) && s->cmdh != h) {
-		char *c = recorded_cmd(j, s);
-
-		dsec_err_set(err, EEXIST, "journal: traj '%s' step %s: recorded with command %s",
-			     traj, step_text(s), c ? c : "(unreadable)");
-		free(c);
-		return -1;
-	}
-	if (s->state == S_STARTED && !(j->flags & DSEC_JOURNAL_RERUN))
-		return dsec_err_set(err, EINPROGRESS,
-				    "journal: traj '%s' step %s: started in %s and never finished "
-				    "(it may have run; --rerun-unfinished runs it again)",
-				    traj, step_text(s), s->id);
-	if (s->state == S_DONE) {
-		e = read_entry(j, s->done_off, s->done_len, err);
+	if (s->state == S_DONE || s->state == S_STARTED) {
+		e = recorded(j, s, traj, cmd, err);
 		if (!e)
 			return -1;
-		x = json_object_get(e, "exec");
-		if (!json_is_object(x)) {
+		if (s->state == S_STARTED) {
 			json_decref(e);
-			return dsec_err_set(err, EINVAL, "journal: traj '%s' step %s: no result",
-					    traj, step_text(s));
+			if (!(j->flags & DSEC_JOURNAL_RERUN))
+				return dsec_err_set(
+				    err, EINPROGRESS,
+				    "journal: traj '%s' step %s: started in %s and never "
+				    "finished (it may have run; --rerun-unfinished runs it again)",
+				    traj, step_text(s), s->id);
+		} else {
+			x = json_object_get(e, "exec");
+			if (!json_is_object(x)) {
+				json_decref(e);
+				return dsec_err_set(err, EINVAL,
+						    "journal: traj '%s' step %s: no result", traj,
+						    step_text(s));
+			}
+			json_object_set_new(x, "replayed", json_true());
+			json_object_set(rec, "exec", x);
+			json_decref(e);
+			return 1;
 		}
-		json_object_set_new(x, "replayed", json_true());
-		json_object_set(rec, "exec", x);
-		json_decref(e);
-		return 1;
 	}
-	s->cmdh = h;
 	s->prev = s->state;
 	s->state = S_RUNNING;
 	s->written = 0;
