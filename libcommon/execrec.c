@@ -56,7 +56,8 @@ struct loop {
 	char *ibuf;
 	size_t ioff, ilen, icap, max_line; /* pending input: ibuf[ioff..ilen) */
 	unsigned long lineno;
-	int skipping; /* inside a line that is too long */
+	int skipping;  /* inside a line that is too long */
+	int unflushed; /* stdout holds replayed records not yet flushed */
 };
 
 /* ---- output ---- */
@@ -103,6 +104,29 @@ static int output(struct loop *L, unsigned long seq, json_t *rec, struct dsec_er
 	}
 	L->done[L->ndone++] = (struct done){seq, rec};
 	return emit_ready(L, err);
+}
+
+/* A record answered from the journal, in no time: written without a flush, as many tend to come
+ * at once; the loop flushes before it waits (flush_output), so none waits for more input. */
+static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, struct dsec_err *err)
+{
+	int r = 0;
+
+	if (L->o->keep_order)
+		return output(L, seq, rec, err);
+	if (json_dumpf(rec, stdout, JSON_COMPACT) < 0 || putchar('\n') == EOF)
+		r = dsec_err_sys(err, "write to stdout");
+	json_decref(rec);
+	L->unflushed = 1;
+	return r;
+}
+
+static int flush_output(struct loop *L, struct dsec_err *err)
+{
+	if (!L->unflushed)
+		return 0;
+	L->unflushed = 0;
+	return fflush(stdout) == EOF ? dsec_err_sys(err, "write to stdout") : 0;
 }
 
 static int fail_record(struct loop *L, unsigned long seq, json_t *rec, const struct dsec_err *e,
@@ -369,7 +393,7 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 		if (r > 0) { /* answered from the journal */
 			j->rec = NULL;
 			job_clear(j);
-			return output(L, seq, rec, err) < 0 ? -1 : 0;
+			return output_replayed(L, seq, rec, err) < 0 ? -1 : 0;
 		}
 		id = json_object_get(rec, "id");
 	}
@@ -777,6 +801,8 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 		}
 		if (next)
 			tmo = next > now ? (int)((next - now + 999) / 1000) : 0;
+		if (flush_output(&L, err) < 0)
+			goto fatal;
 		if (poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR) {
 			ret = dsec_err_sys(err, "poll");
 			goto fatal;
@@ -787,6 +813,8 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 			if (L.jobs[i].used && job_io(&L, &L.jobs[i], &pf[1 + 4 * i], err) < 0)
 				goto fatal;
 	}
+	if (flush_output(&L, err) < 0)
+		goto fatal;
 	ret = L.failed;
 	goto out;
 fatal:
