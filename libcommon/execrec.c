@@ -108,13 +108,15 @@ static int output(struct loop *L, unsigned long seq, json_t *rec, struct dsec_er
 
 /* A record answered from the journal, in no time: written without a flush, as many tend to come
  * at once; the loop flushes before it waits (flush_output), so none waits for more input. */
-static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, struct dsec_err *err)
+static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, const char *line,
+			   struct dsec_err *err)
 {
 	int r = 0;
 
 	if (L->o->keep_order)
 		return output(L, seq, rec, err);
-	if (json_dumpf(rec, stdout, JSON_COMPACT) < 0 || putchar('\n') == EOF)
+	if ((line ? fputs(line, stdout) : json_dumpf(rec, stdout, JSON_COMPACT)) < 0 ||
+	    putchar('\n') == EOF)
 		r = dsec_err_sys(err, "write to stdout");
 	json_decref(rec);
 	L->unflushed = 1;
@@ -271,25 +273,26 @@ static int record_timeout(struct loop *L, json_t *rec, uint64_t *us, struct dsec
 
 /* ---- the journal (journal.h) ---- */
 
-/* Its say on rec before it runs: 1 answered from the journal (rec has its "exec"), 0 run it
- * (j->js set when journaled), -1 a failed record (e). A record naming a sandbox that a rebuild
- * replaced gets the new "id" and "rebuilt_from". */
-static int journal_check(struct loop *L, struct job *j, json_t *rec, struct dsec_err *e)
+/* Its say on rec before it runs: 1 answered from the journal (rec has its "exec", or *line is
+ * the whole record to print), 0 run it (j->js set), -1 a failed record (e). A record naming a
+ * sandbox that a rebuild replaced gets the new "id" and "rebuilt_from". */
+static int journal_check(struct loop *L, struct job *j, json_t *rec, const char **line,
+			 struct dsec_err *e)
 {
 	char id[DSEC_ID_MAX + 1];
 	const char *cur;
 	int r;
 
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(rec, "id")));
-	r = dsec_journal_lookup(L->o->journal, rec, id, j->cmd, &j->js, e);
-	if (r < 0)
-		return dsec_err_wrap(e, "%s", id);
 	cur = dsec_journal_current(L->o->journal, id);
 	if (strcmp(cur, id)) {
 		json_object_set_new(rec, "id", json_string(cur));
 		json_object_set_new(rec, "rebuilt_from", json_string(id));
 	}
-	return r;
+	*line = NULL;
+	r = dsec_journal_lookup(L->o->journal, rec, id, j->cmd, L->o->keep_order ? NULL : line,
+				&j->js, e);
+	return r < 0 ? dsec_err_wrap(e, "%s", id) : r;
 }
 
 /* rec's sandbox is gone: rebuild it from the journal when asked (--rebuild). 0 when rec now names
@@ -387,13 +390,15 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 		goto bad;
 	}
 	if (L->o->journal) {
-		r = journal_check(L, j, rec, &e);
+		const char *line;
+
+		r = journal_check(L, j, rec, &line, &e);
 		if (r < 0)
 			goto bad;
 		if (r > 0) { /* answered from the journal */
 			j->rec = NULL;
 			job_clear(j);
-			return output_replayed(L, seq, rec, err) < 0 ? -1 : 0;
+			return output_replayed(L, seq, rec, line, err) < 0 ? -1 : 0;
 		}
 		id = json_object_get(rec, "id");
 	}

@@ -47,6 +47,11 @@ struct map {
 	size_t cap, n;
 };
 
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
 struct dsec_journal {
 	int fd, flags;
 	char *path;
@@ -57,8 +62,9 @@ struct dsec_journal {
 	struct map cur;      /* root sandbox id -> the id that replaced it (char *) */
 	struct dsec_journal_step **order;
 	size_t norder, caporder;
-	char *wbuf, *rbuf;
-	size_t wlen, wcap, rcap;
+	struct buf wb, ob; /* an entry to append; a replayed record */
+	char *rbuf;
+	size_t rcap;
 	const char *map;        /* the file as loaded (its entries never change), or NULL */
 	size_t maplen, mapsize; /* maplen: what is read from it (a torn tail cut off) */
 };
@@ -183,21 +189,22 @@ static const char *step_text(const struct dsec_journal_step *s)
 
 /* ---- the file ---- */
 
-static int wcb(const char *buf, size_t size, void *data)
+/* json_dump_callback's: add to a struct buf (one spare byte kept for a NUL or newline). */
+static int buf_cb(const char *data, size_t size, void *b_)
 {
-	struct dsec_journal *j = data;
+	struct buf *b = b_;
 
-	if (j->wlen + size + 2 > j->wcap) {
-		size_t nc = (j->wlen + size + 2) * 2;
-		char *nb = realloc(j->wbuf, nc);
+	if (b->len + size + 2 > b->cap) {
+		size_t nc = (b->len + size + 2) * 2;
+		char *nb = realloc(b->p, nc);
 
 		if (!nb)
 			return -1;
-		j->wbuf = nb;
-		j->wcap = nc;
+		b->p = nb;
+		b->cap = nc;
 	}
-	memcpy(j->wbuf + j->wlen, buf, size);
-	j->wlen += size;
+	memcpy(b->p + b->len, data, size);
+	b->len += size;
 	return 0;
 }
 
@@ -208,11 +215,11 @@ static int append(struct dsec_journal *j, json_t *e, int sync, off_t *off, size_
 {
 	ssize_t n;
 
-	j->wlen = 0;
-	if (json_dump_callback(e, wcb, j, JSON_COMPACT) < 0 || wcb("\n", 1, j) < 0)
+	j->wb.len = 0;
+	if (json_dump_callback(e, buf_cb, &j->wb, JSON_COMPACT) < 0 || buf_cb("\n", 1, &j->wb) < 0)
 		return dsec_err_set(err, ENOMEM, "journal '%s': encode entry", j->path);
-	n = write(j->fd, j->wbuf, j->wlen);
-	if (n != (ssize_t)j->wlen) {
+	n = write(j->fd, j->wb.p, j->wb.len);
+	if (n != (ssize_t)j->wb.len) {
 		int e2 = n < 0 ? errno : ENOSPC;
 
 		if (n > 0 && ftruncate(j->fd, j->size) < 0)
@@ -224,24 +231,21 @@ static int append(struct dsec_journal *j, json_t *e, int sync, off_t *off, size_
 	if (off)
 		*off = j->size;
 	if (len)
-		*len = j->wlen - 1;
+		*len = j->wb.len - 1;
 	j->size += n;
 	if (sync && !(j->flags & DSEC_JOURNAL_NOSYNC) && fdatasync(j->fd) < 0)
 		return dsec_err_sys(err, "journal '%s': fdatasync", j->path);
 	return 0;
 }
 
-/* The entry at off (len bytes, no newline): a new reference, or NULL with err. */
-static json_t *read_entry(struct dsec_journal *j, off_t off, size_t len, struct dsec_err *err)
+/* The bytes of the entry at off (len, no newline): in the map, or read into j->rbuf (valid until
+ * the next read). NULL with err. */
+static const char *entry_bytes(struct dsec_journal *j, off_t off, size_t len, struct dsec_err *err)
 {
-	json_error_t je;
-	json_t *e;
 	ssize_t n;
 
-	if (j->map && (size_t)off + len <= j->maplen) {
-		e = json_loadb(j->map + off, len, 0, &je);
-		goto parsed;
-	}
+	if (j->map && (size_t)off + len <= j->maplen)
+		return j->map + off;
 	if (len + 1 > j->rcap) {
 		char *nb = realloc(j->rbuf, len + 1);
 
@@ -256,8 +260,19 @@ static json_t *read_entry(struct dsec_journal *j, off_t off, size_t len, struct 
 				    j->path, (long long)off,
 				    n < 0 ? strerror(errno) : "short read"),
 		       NULL;
-	e = json_loadb(j->rbuf, len, 0, &je);
-parsed:
+	return j->rbuf;
+}
+
+/* The entry at off (len bytes, no newline): a new reference, or NULL with err. */
+static json_t *read_entry(struct dsec_journal *j, off_t off, size_t len, struct dsec_err *err)
+{
+	const char *p = entry_bytes(j, off, len, err);
+	json_error_t je;
+	json_t *e;
+
+	if (!p)
+		return NULL;
+	e = json_loadb(p, len, 0, &je);
 	if (!json_is_object(e)) {
 		json_decref(e);
 		return dsec_err_set(err, EIO, "journal '%s': entry at %lld changed under us",
@@ -612,7 +627,8 @@ void dsec_journal_close(struct dsec_journal *j)
 	map_free(&j->sbs, json_free);
 	map_free(&j->cur, free);
 	free(j->order);
-	free(j->wbuf);
+	free(j->wb.p);
+	free(j->ob.p);
 	free(j->rbuf);
 	free(j->path);
 	free(j);
@@ -661,8 +677,42 @@ static json_t *recorded(struct dsec_journal *j, struct dsec_journal_step *s, con
 	return NULL;
 }
 
+/* The replayed record of done step s as text: rec's members, then "exec" spliced from the done
+ * entry (always its last member) with "replayed":true added, into j->ob. It is what printing rec
+ * with the parsed "exec" gives (jansson wrote that text and writes it again the same), without
+ * building a tree. 1 done; 0 when the entry does not look as dsec writes it, rec has an "exec"
+ * already, or the command's text differs (the caller parses and compares values instead). */
+static int replay_text(struct dsec_journal *j, struct dsec_journal_step *s, json_t *rec,
+		       json_t *cmd, struct dsec_err *err)
+{
+	static const char key[] = ",\"exec\":{\"cmd\":", tail[] = ",\"replayed\":true}}";
+	const char *p = entry_bytes(j, s->done_off, s->done_len, err), *x;
+	size_t len = s->done_len, xl, cl;
+
+	if (!p || json_object_get(rec, "exec") || len < sizeof(key) + 2 || p[len - 1] != '}' ||
+	    p[len - 2] != '}' || !(x = memmem(p, len, key, sizeof(key) - 1)))
+		return 0;
+	x += 8; /* the exec object: {"cmd":…} */
+	xl = (size_t)(p + len - 1 - x);
+	j->ob.len = 0;
+	if (json_dump_callback(cmd, buf_cb, &j->ob, JSON_COMPACT) < 0)
+		return 0;
+	cl = j->ob.len;
+	if (xl < 7 + cl + 1 || memcmp(x + 7, j->ob.p, cl) || (x[7 + cl] != ',' && x[7 + cl] != '}'))
+		return 0;
+	j->ob.len = 0;
+	if (json_dump_callback(rec, buf_cb, &j->ob, JSON_COMPACT) < 0 || j->ob.len < 2)
+		return 0;
+	j->ob.len--; /* its closing brace */
+	if ((j->ob.len > 1 && buf_cb(",", 1, &j->ob) < 0) || buf_cb("\"exec\":", 7, &j->ob) < 0 ||
+	    buf_cb(x, xl - 1, &j->ob) < 0 || buf_cb(tail, sizeof(tail) - 1, &j->ob) < 0)
+		return 0;
+	j->ob.p[j->ob.len] = '\0';
+	return 1;
+}
+
 int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, json_t *cmd,
-			struct dsec_journal_step **step, struct dsec_err *err)
+			const char **line, struct dsec_journal_step **step, struct dsec_err *err)
 {
 	json_t *tv = json_object_get(rec, "traj"), *sv = json_object_get(rec, "step"), *x, *e;
 	struct dsec_journal_step *s;
@@ -694,6 +744,14 @@ int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, jso
 	if (s->state == S_RUNNING)
 		return dsec_err_set(err, EBUSY, "journal: traj '%s' step %s: already running", traj,
 				    step_text(s));
+	if (s->state == S_DONE && line) {
+		int r = replay_text(j, s, rec, cmd, err);
+
+		if (r != 0) {
+			*line = j->ob.p;
+			return r;
+		}
+	}
 	if (s->state == S_DONE || s->state == S_STARTED) {
 		e = recorded(j, s, traj, cmd, err);
 		if (!e)

@@ -52,15 +52,18 @@ void dsec_journal_counts(const struct dsec_journal *j, unsigned long *done,
  * or an earlier one), or id itself. Static storage of the journal. */
 const char *dsec_journal_current(struct dsec_journal *j, const char *id);
 
-/* Look up the step of rec (borrowed), whose sandbox is id (the record's "id") and command cmd.
- * Call once per record, in input order (the ordinals count here). Returns
- *   1  the step completed before: rec got its recorded "exec" with "replayed":true;
+/* Look up the step of rec (borrowed), whose sandbox is id (the record's "id" as it came in) and
+ * command cmd. Call once per record, in input order (the ordinals count here). Returns
+ *   1  the step completed before. With line NULL, rec got its recorded "exec" with
+ *      "replayed":true added. Otherwise *line is the whole record to print, rec with that
+ *      "exec", as one line of compact JSON without its newline (valid until the next call),
+ *      made from the journal's text without parsing it, and rec is left as it was;
  *   0  run it: *step is the handle for dsec_journal_start / _done / _abort;
  *  -1  the record fails with err: bad "traj"/"step", the same step recorded with another
  *      command (EEXIST), the step already running (EBUSY), or started and never finished
  *      (EINPROGRESS, unless DSEC_JOURNAL_RERUN). */
 int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, json_t *cmd,
-			struct dsec_journal_step **step, struct dsec_err *err);
+			const char **line, struct dsec_journal_step **step, struct dsec_err *err);
 
 /* What a step runs, as far as a rebuild needs it to run it again. */
 struct dsec_journal_spec {

@@ -29,7 +29,7 @@ static int run(struct dsec_journal *j, const char *r, json_t *cmd, const char *o
 	struct dsec_journal_spec sp = {.cmd = cmd, .max_output = 1 << 20};
 	struct dsec_err err;
 	json_t *x = rec(r), *ex;
-	int k = dsec_journal_lookup(j, x, sb.id, cmd, &s, &err);
+	int k = dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err);
 
 	if (k == 0) {
 		ex = json_pack("{s:O,s:i,s:n,s:s,s:s}", "cmd", cmd, "exit", 0, "signal", "stdout",
@@ -71,6 +71,7 @@ int main(void)
 	       *other = json_pack("[s]", "ls");
 	json_t *x, *report = NULL;
 	struct dsec_journal_spec sp = {.cmd = cmd};
+	const char *line = NULL;
 	char *text;
 	off_t sz;
 	int fd;
@@ -94,25 +95,25 @@ int main(void)
 	ok(run(j, "{\"traj\":\"t\",\"step\":0}", cmd, "x") == 1,
 	   "a done step is replayed in the same run");
 	x = rec("{\"traj\":\"t\",\"step\":-1}");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) < 0 && err.errnum == EINVAL,
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) < 0 && err.errnum == EINVAL,
 	   "a negative step is refused: %s", err.msg);
 	json_decref(x);
 	x = rec("{\"traj\":[1],\"step\":1}");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) < 0 && err.errnum == EINVAL,
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) < 0 && err.errnum == EINVAL,
 	   "a traj that is not a string or integer is refused");
 	json_decref(x);
 	x = rec("{\"traj\":\"t\",\"step\":7}");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) == 0, "step 7 looked up");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s2, &err) < 0 && err.errnum == EBUSY,
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) == 0, "step 7 looked up");
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s2, &err) < 0 && err.errnum == EBUSY,
 	   "the same step again while it runs: EBUSY");
 	ok(dsec_journal_abort(j, s, "nothing ran", &err) == 0, "abort before start");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) == 0 &&
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) == 0 &&
 	       dsec_journal_start(j, s, &sb, &sp, &err) == 0,
 	   "then started");
 	ok(dsec_journal_abort(j, s, "exec failed", &err) == 0, "and aborted after start");
 	json_decref(x);
 	x = rec("{\"traj\":\"t\",\"step\":8}");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) == 0 &&
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) == 0 &&
 	       dsec_journal_start(j, s, &sb, &sp, &err) == 0,
 	   "step 8 started and left unfinished");
 	json_decref(x);
@@ -128,7 +129,7 @@ int main(void)
 	dsec_journal_counts(j, &done, &unf);
 	ok(done == 5 && unf == 1, "the same counts after reopening (%lu, %lu)", done, unf);
 	x = rec("{\"traj\":\"t\",\"step\":0,\"task\":\"k\"}");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) == 1, "a done step is answered");
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) == 1, "a done step is answered");
 	text = json_dumps(x, JSON_COMPACT);
 	ok(!strcmp(text, "{\"traj\":\"t\",\"step\":0,\"task\":\"k\",\"exec\":{\"cmd\":[\"/bin/sh\","
 			 "\"-c\",\"echo hi\"],\"exit\":0,\"signal\":null,\"stdout\":\"one\\n\","
@@ -136,20 +137,34 @@ int main(void)
 	   "with its whole result and replayed: %s", text);
 	free(text);
 	json_decref(x);
+	x = rec("{\"traj\":\"t\",\"step\":0,\"task\":\"k\"}");
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, &line, &s, &err) == 1 && line &&
+	       !strcmp(line, "{\"traj\":\"t\",\"step\":0,\"task\":\"k\",\"exec\":{\"cmd\":[\"/bin/"
+			     "sh\",\"-c\",\"echo hi\"],\"exit\":0,\"signal\":null,\"stdout\":"
+			     "\"one\\n\",\"stderr\":\"\",\"replayed\":true}}") &&
+	       !json_object_get(x, "exec"),
+	   "as text, the same record, rec untouched: %s", line ? line : "(null)");
+	json_decref(x);
+	x = rec("{\"traj\":\"t\",\"step\":0,\"exec\":1}");
+	line = NULL;
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, &line, &s, &err) == 1 && !line &&
+	       json_is_object(json_object_get(x, "exec")),
+	   "a record with an \"exec\" already gets it replaced in place (the tree path)");
+	json_decref(x);
 	ok(run(j, "{\"traj\":\"t\",\"step\":\"b\"}", cmd, "") == 1, "string step replayed");
 	ok(run(j, "{\"traj\":\"a\\\"b\",\"step\":1}", cmd, "") == 1,
 	   "escaped traj replayed (full parse path)");
 	ok(run(j, "{}", cmd, "") == 1 && run(j, "{}", cmd, "") == 1 && run(j, "{}", cmd, "z") == 0,
 	   "order keys: the first two replayed, the third is new");
 	x = rec("{\"traj\":\"t\",\"step\":0}");
-	ok(dsec_journal_lookup(j, x, sb.id, other, &s, &err) < 0 && err.errnum == EEXIST &&
+	ok(dsec_journal_lookup(j, x, sb.id, other, NULL, &s, &err) < 0 && err.errnum == EEXIST &&
 	       strstr(err.msg, "echo hi"),
 	   "the same step with another command: EEXIST naming the recorded one: %s", err.msg);
 	json_decref(x);
 	x = rec("{\"traj\":\"t\",\"step\":8}");
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) < 0 && err.errnum == EINPROGRESS,
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) < 0 && err.errnum == EINPROGRESS,
 	   "an unfinished step is reported: %s", err.msg);
-	ok(dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) < 0 && err.errnum == EINPROGRESS,
+	ok(dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) < 0 && err.errnum == EINPROGRESS,
 	   "and again");
 	json_decref(x);
 	ok(run(j, "{\"traj\":\"t\",\"step\":7}", cmd, "seven") == 0, "an aborted step runs again");
@@ -157,7 +172,7 @@ int main(void)
 
 	j = dsec_journal_open(path, DSEC_JOURNAL_RERUN, &err);
 	x = rec("{\"traj\":\"t\",\"step\":8}");
-	ok(j && dsec_journal_lookup(j, x, sb.id, cmd, &s, &err) == 0,
+	ok(j && dsec_journal_lookup(j, x, sb.id, cmd, NULL, &s, &err) == 0,
 	   "with DSEC_JOURNAL_RERUN the unfinished step runs");
 	json_decref(x);
 	dsec_journal_close(j);
