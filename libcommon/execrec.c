@@ -56,8 +56,10 @@ struct loop {
 	char *ibuf;
 	size_t ioff, ilen, icap, max_line; /* pending input: ibuf[ioff..ilen) */
 	unsigned long lineno;
-	int skipping;  /* inside a line that is too long */
-	int unflushed; /* stdout holds replayed records not yet flushed */
+	int skipping;         /* inside a line that is too long */
+	int unflushed;        /* stdout holds replayed records not yet flushed */
+	struct done *durable; /* finished steps waiting for their journal entry to be synced */
+	size_t ndurable, capdurable;
 };
 
 /* ---- output ---- */
@@ -121,6 +123,47 @@ static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, const
 	json_decref(rec);
 	L->unflushed = 1;
 	return r;
+}
+
+/* A journaled step finished: its record (reference stolen) waits for release_durable, so that
+ * the steps finishing together share one fdatasync. */
+static int hold_durable(struct loop *L, unsigned long seq, json_t *rec, struct dsec_err *err)
+{
+	if (L->ndurable == L->capdurable) {
+		size_t nc = L->capdurable ? L->capdurable * 2 : 16;
+		struct done *nd = realloc(L->durable, nc * sizeof(*nd));
+
+		if (!nd) {
+			json_decref(rec);
+			return dsec_err_set(err, ENOMEM, "output queue");
+		}
+		L->durable = nd;
+		L->capdurable = nc;
+	}
+	L->durable[L->ndurable++] = (struct done){seq, rec};
+	return 0;
+}
+
+/* Sync the journal and pass the held records on. Called before the loop waits. */
+static int release_durable(struct loop *L, struct dsec_err *err)
+{
+	size_t i;
+
+	if (!L->ndurable)
+		return 0;
+	if (dsec_journal_sync(L->o->journal, err) < 0)
+		return -1;
+	for (i = 0; i < L->ndurable; i++) {
+		struct done d = L->durable[i];
+
+		L->durable[i].rec = NULL;
+		if (output(L, d.seq, d.rec, err) < 0) {
+			L->ndurable = 0;
+			return -1;
+		}
+	}
+	L->ndurable = 0;
+	return 0;
 }
 
 static int flush_output(struct loop *L, struct dsec_err *err)
@@ -560,10 +603,12 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 	js = j->js;
 	job_clear(j);
 	L->running--;
-	/* durable before the record is passed on */
-	if (js && dsec_journal_done(L->o->journal, js, x, err) < 0) {
-		json_decref(rec);
-		return -1;
+	if (js) { /* durable before the record is passed on (release_durable) */
+		if (dsec_journal_done(L->o->journal, js, x, err) < 0) {
+			json_decref(rec);
+			return -1;
+		}
+		return hold_durable(L, seq, rec, err);
 	}
 	return output(L, seq, rec, err);
 }
@@ -806,7 +851,7 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 		}
 		if (next)
 			tmo = next > now ? (int)((next - now + 999) / 1000) : 0;
-		if (flush_output(&L, err) < 0)
+		if (release_durable(&L, err) < 0 || flush_output(&L, err) < 0)
 			goto fatal;
 		if (poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR) {
 			ret = dsec_err_sys(err, "poll");
@@ -818,7 +863,7 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 			if (L.jobs[i].used && job_io(&L, &L.jobs[i], &pf[1 + 4 * i], err) < 0)
 				goto fatal;
 	}
-	if (flush_output(&L, err) < 0)
+	if (release_durable(&L, err) < 0 || flush_output(&L, err) < 0)
 		goto fatal;
 	ret = L.failed;
 	goto out;
@@ -830,6 +875,9 @@ out:
 		fcntl(infd, F_SETFL, inflags);
 	for (i = 0; i < L.ndone; i++)
 		json_decref(L.done[i].rec);
+	for (i = 0; i < L.ndurable; i++)
+		json_decref(L.durable[i].rec);
+	free(L.durable);
 	for (i = 0; L.cache && i < L.ncache; i++)
 		if (L.cache[i].used)
 			dsec_exec_target_close(&L.cache[i].t);

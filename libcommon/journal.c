@@ -56,6 +56,7 @@ struct dsec_journal {
 	int fd, flags;
 	char *path;
 	off_t size;
+	int dirty;           /* appended since the last fdatasync */
 	struct map steps;    /* key -> struct dsec_journal_step * */
 	struct map counters; /* traj -> next ordinal (uintptr_t) */
 	struct map sbs;      /* sandbox id -> its "sandbox" entry (json_t *) */
@@ -233,7 +234,16 @@ static int append(struct dsec_journal *j, json_t *e, int sync, off_t *off, size_
 	if (len)
 		*len = j->wb.len - 1;
 	j->size += n;
-	if (sync && !(j->flags & DSEC_JOURNAL_NOSYNC) && fdatasync(j->fd) < 0)
+	j->dirty = 1;
+	return sync ? dsec_journal_sync(j, err) : 0;
+}
+
+int dsec_journal_sync(struct dsec_journal *j, struct dsec_err *err)
+{
+	if (!j->dirty)
+		return 0;
+	j->dirty = 0;
+	if (!(j->flags & DSEC_JOURNAL_NOSYNC) && fdatasync(j->fd) < 0)
 		return dsec_err_sys(err, "journal '%s': fdatasync", j->path);
 	return 0;
 }
@@ -869,7 +879,7 @@ int dsec_journal_done(struct dsec_journal *j, struct dsec_journal_step *s, json_
 {
 	json_t *e = json_pack("{s:s,s:O,s:O,s:s,s:O}", "t", "done", "traj", s->traj, "step",
 			      s->step, "id", s->id, "exec", exec);
-	int r = append(j, e, 1, &s->done_off, &s->done_len, err);
+	int r = append(j, e, 0, &s->done_off, &s->done_len, err);
 
 	json_decref(e);
 	s->state = r < 0 ? S_STARTED : S_DONE;

@@ -6,8 +6,9 @@
  * A step is named by the record's "traj" (string or integer, compared as text) and "step"
  * (integer or string); without "step" by its ordinal among the records of that trajectory in the
  * input (0, 1, ...); without "traj" the trajectory is the record's sandbox id. Two entries per
- * step, each one write(2) on an O_APPEND descriptor followed by fdatasync(2): "start" before the
- * command runs, "done" with the whole "exec" result before the record is passed on. A "start"
+ * step, each one write(2) on an O_APPEND descriptor: "start", synced (fdatasync(2)) before the
+ * command runs, and "done" with the whole "exec" result, synced before the record is passed on
+ * (one fdatasync for all the steps that finished together). A "start"
  * without its "done" is a step that may have run: it is reported, not run again, unless the
  * journal was opened with DSEC_JOURNAL_RERUN. One dsec-exec at a time uses a journal (flock);
  * its -j commands share it, and entries never interleave.
@@ -84,10 +85,15 @@ int dsec_journal_start(struct dsec_journal *j, struct dsec_journal_step *step,
 		       const struct dsec_sandbox *sb, const struct dsec_journal_spec *spec,
 		       struct dsec_err *err);
 
-/* The step finished with result exec (borrowed): append its "done" entry, durably, before the
- * caller passes the record on. 0 or -1 (fatal). The handle is spent either way. */
+/* The step finished with result exec (borrowed): append its "done" entry, not yet synced: the
+ * caller calls dsec_journal_sync before it passes the record on, once for all the steps that
+ * finished meanwhile (group commit). 0 or -1 (fatal). The handle is spent either way. */
 int dsec_journal_done(struct dsec_journal *j, struct dsec_journal_step *step, json_t *exec,
 		      struct dsec_err *err);
+
+/* Make every entry appended so far durable (fdatasync, when anything was appended since the
+ * last one). 0 or -1 (fatal). */
+int dsec_journal_sync(struct dsec_journal *j, struct dsec_err *err);
 
 /* The step could not be started (nothing ran): append an "abort" entry, so a later run tries it
  * again. Also for a step looked up but never started (start not called). The handle is spent. */
