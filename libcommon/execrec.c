@@ -56,13 +56,47 @@ struct loop {
 	char *ibuf;
 	size_t ioff, ilen, icap, max_line; /* pending input: ibuf[ioff..ilen) */
 	unsigned long lineno;
-	int skipping;         /* inside a line that is too long */
-	int unflushed;        /* stdout holds replayed records not yet flushed */
+	int skipping; /* inside a line that is too long */
+	char *obuf;   /* replayed records (whole lines) not yet written */
+	size_t olen, ocap;
 	struct done *durable; /* finished steps waiting for their journal entry to be synced */
 	size_t ndurable, capdurable;
 };
 
 /* ---- output ---- */
+
+/* Write the replayed records gathered in obuf: whole lines, in one write(2) if it can, so a
+ * diagnostic on stderr never lands in the middle of a record. Called before anything else is
+ * printed (records or diagnostics) and before the loop waits. */
+static int flush_output(struct loop *L, struct dsec_err *err)
+{
+	size_t off = 0;
+
+	if (!L->olen)
+		return 0;
+	if (fflush(stdout) == EOF)
+		return dsec_err_sys(err, "write to stdout");
+	while (off < L->olen) {
+		ssize_t n = write(STDOUT_FILENO, L->obuf + off, L->olen - off);
+
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = {STDOUT_FILENO, POLLOUT, 0};
+
+			poll(&p, 1, -1);
+		} else if (n < 0 && errno != EINTR) {
+			L->olen = 0;
+			return dsec_err_sys(err, "write to stdout");
+		} else if (n > 0)
+			off += (size_t)n;
+	}
+	L->olen = 0;
+	return 0;
+}
+
+/* A record answered from the journal, in no time: gathered in obuf (reference to rec stolen),
+ * as many come at once; with keep_order it takes its turn like the others. */
+static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, const char *line,
+			   struct dsec_err *err);
 
 static int emit_ready(struct loop *L, struct dsec_err *err)
 {
@@ -88,6 +122,10 @@ static int output(struct loop *L, unsigned long seq, json_t *rec, struct dsec_er
 {
 	int r;
 
+	if (flush_output(L, err) < 0) {
+		json_decref(rec);
+		return -1;
+	}
 	if (!L->o->keep_order) {
 		r = dsec_jsonl_emit(rec, err);
 		json_decref(rec);
@@ -106,23 +144,6 @@ static int output(struct loop *L, unsigned long seq, json_t *rec, struct dsec_er
 	}
 	L->done[L->ndone++] = (struct done){seq, rec};
 	return emit_ready(L, err);
-}
-
-/* A record answered from the journal, in no time: written without a flush, as many tend to come
- * at once; the loop flushes before it waits (flush_output), so none waits for more input. */
-static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, const char *line,
-			   struct dsec_err *err)
-{
-	int r = 0;
-
-	if (L->o->keep_order)
-		return output(L, seq, rec, err);
-	if ((line ? fputs(line, stdout) : json_dumpf(rec, stdout, JSON_COMPACT)) < 0 ||
-	    putchar('\n') == EOF)
-		r = dsec_err_sys(err, "write to stdout");
-	json_decref(rec);
-	L->unflushed = 1;
-	return r;
 }
 
 /* A journaled step finished: its record (reference stolen) waits for release_durable, so that
@@ -166,17 +187,45 @@ static int release_durable(struct loop *L, struct dsec_err *err)
 	return 0;
 }
 
-static int flush_output(struct loop *L, struct dsec_err *err)
+static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, const char *line,
+			   struct dsec_err *err)
 {
-	if (!L->unflushed)
-		return 0;
-	L->unflushed = 0;
-	return fflush(stdout) == EOF ? dsec_err_sys(err, "write to stdout") : 0;
+	char *dumped = NULL;
+	size_t n;
+
+	if (L->o->keep_order)
+		return output(L, seq, rec, err);
+	if (!line && !(line = dumped = json_dumps(rec, JSON_COMPACT))) {
+		json_decref(rec);
+		return dsec_err_set(err, ENOMEM, "encode record");
+	}
+	json_decref(rec);
+	n = strlen(line);
+	if (L->olen + n + 1 > L->ocap) {
+		size_t nc = (L->olen + n + 1) * 2;
+		char *nb = realloc(L->obuf, nc);
+
+		if (!nb) {
+			free(dumped);
+			return dsec_err_set(err, ENOMEM, "output buffer");
+		}
+		L->obuf = nb;
+		L->ocap = nc;
+	}
+	memcpy(L->obuf + L->olen, line, n);
+	L->obuf[L->olen + n] = '\n';
+	L->olen += n + 1;
+	free(dumped);
+	return L->olen >= 65536 ? flush_output(L, err) : 0;
 }
 
 static int fail_record(struct loop *L, unsigned long seq, json_t *rec, const struct dsec_err *e,
 		       struct dsec_err *err)
 {
+	if (flush_output(L, err) < 0) {
+		json_decref(rec);
+		return -1;
+	}
 	L->failed++;
 	if (dsec_verbose >= 0)
 		dsec_errorx("%s", e->msg);
@@ -448,6 +497,10 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 again:
 	j->tc = target_get(L, json_string_value(id), &e);
 	if (!j->tc) {
+		if (!rebuilt && flush_output(L, err) < 0) {
+			fatal = 1;
+			goto bad;
+		}
 		if (!rebuilt && journal_rebuild(L, rec, &e) == 0) {
 			rebuilt = 1;
 			id = json_object_get(rec, "id");
@@ -878,6 +931,7 @@ out:
 	for (i = 0; i < L.ndurable; i++)
 		json_decref(L.durable[i].rec);
 	free(L.durable);
+	free(L.obuf);
 	for (i = 0; L.cache && i < L.ncache; i++)
 		if (L.cache[i].used)
 			dsec_exec_target_close(&L.cache[i].t);
