@@ -250,9 +250,8 @@ static int open_journal(struct dsec_execrec_opts *ro, const char *path, int flag
 		return -1;
 	}
 	dsec_journal_counts(ro->journal, &done, &unfinished);
-	if (dsec_verbose > 0 || (unfinished && dsec_verbose >= 0 && !(flags & DSEC_JOURNAL_RERUN)))
-		dsec_infox("journal '%s': %lu steps done, %lu started and not finished", path, done,
-			   unfinished);
+	dsec_infox("journal '%s': %lu steps done, %lu started and not finished", path, done,
+		   unfinished);
 	return 0;
 }
 

@@ -1078,7 +1078,8 @@ int dsec_journal_rebuild(struct dsec_journal *j, const struct dsec_paths *paths,
 	snprintf(root, sizeof(root), "%s", root_of(j, id));
 	info = map_val(&j->sbs, root);
 	if (!info)
-		return dsec_err_set(err, ENOENT, "%s: the journal knows no image for it", id);
+		return dsec_err_set(err, ENOENT, "%s: gone, and the journal knows no image for it",
+				    id);
 	if (request_of(info, &sb, err) < 0)
 		return dsec_err_wrap(err, "%s: journal", id);
 	lock = dsec_run_lock(paths, 0, err);
