@@ -17,58 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exec.h"
+#include "journal-int.h"
 
 #define HEADER "{\"t\":\"journal\",\"version\":1}"
-#define TRAJ_MAX 1024
-#define STEP_MAX 256
 #define FNV_INIT 1469598103934665603ULL
-
-enum { S_NEW, S_STARTED, S_DONE, S_RUNNING };
-
-struct dsec_journal_step {
-	const char *key;          /* traj \x1f step (the map's copy) */
-	json_t *traj, *step;      /* as entries carry them */
-	char id[DSEC_ID_MAX];     /* the sandbox its latest start ran in */
-	int state, prev, written; /* written: this run appended its start */
-	size_t order;             /* index of its latest start in j->order */
-	off_t start_off, done_off;
-	size_t start_len, done_len;
-};
-
-struct slot {
-	char *key;
-	void *val;
-	uint64_t h;
-};
-
-struct map {
-	struct slot *v;
-	size_t cap, n;
-};
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
-struct dsec_journal {
-	int fd, flags;
-	char *path;
-	off_t size;
-	int dirty;           /* appended since the last fdatasync */
-	struct map steps;    /* key -> struct dsec_journal_step * */
-	struct map counters; /* traj -> next ordinal (uintptr_t) */
-	struct map sbs;      /* sandbox id -> its "sandbox" entry (json_t *) */
-	struct map cur;      /* root sandbox id -> the id that replaced it (char *) */
-	struct dsec_journal_step **order;
-	size_t norder, caporder;
-	struct buf wb, ob; /* an entry to append; a replayed record */
-	char *rbuf;
-	size_t rcap;
-	const char *map;        /* the file as loaded (its entries never change), or NULL */
-	size_t maplen, mapsize; /* maplen: what is read from it (a torn tail cut off) */
-};
 
 /* ---- a string-keyed hash map (open addressing, power-of-two size) ---- */
 
@@ -102,7 +54,7 @@ static int map_grow(struct map *m)
 }
 
 /* The slot of key; with add, a new one (val NULL) when missing, NULL only when out of memory. */
-static struct slot *map_get(struct map *m, const char *key, int add)
+struct slot *dsec_jn_map_get(struct map *m, const char *key, int add)
 {
 	uint64_t h = fnv(key, strlen(key), FNV_INIT);
 	size_t i;
@@ -122,9 +74,9 @@ static struct slot *map_get(struct map *m, const char *key, int add)
 	return &m->v[i];
 }
 
-static void *map_val(struct map *m, const char *key)
+void *dsec_jn_map_val(struct map *m, const char *key)
 {
-	struct slot *s = map_get(m, key, 0);
+	struct slot *s = dsec_jn_map_get(m, key, 0);
 
 	return s ? s->val : NULL;
 }
@@ -177,7 +129,7 @@ static int make_key(char *buf, size_t n, const char *traj, json_t *step, struct 
 }
 
 /* The step as text for messages: 3 or "x". Static storage. */
-static const char *step_text(const struct dsec_journal_step *s)
+const char *dsec_jn_step_text(const struct dsec_journal_step *s)
 {
 	static char buf[STEP_MAX + 8];
 
@@ -211,8 +163,8 @@ static int buf_cb(const char *data, size_t size, void *b_)
 
 /* Append e as one line with one write(2); *off and *len (may be NULL) get where its text is.
  * A partial write (disk full) is cut off again, so no torn line stays behind a good one. */
-static int append(struct dsec_journal *j, json_t *e, int sync, off_t *off, size_t *len,
-		  struct dsec_err *err)
+int dsec_jn_append(struct dsec_journal *j, json_t *e, int sync, off_t *off, size_t *len,
+		   struct dsec_err *err)
 {
 	ssize_t n;
 
@@ -274,7 +226,7 @@ static const char *entry_bytes(struct dsec_journal *j, off_t off, size_t len, st
 }
 
 /* The entry at off (len bytes, no newline): a new reference, or NULL with err. */
-static json_t *read_entry(struct dsec_journal *j, off_t off, size_t len, struct dsec_err *err)
+json_t *dsec_jn_read_entry(struct dsec_journal *j, off_t off, size_t len, struct dsec_err *err)
 {
 	const char *p = entry_bytes(j, off, len, err);
 	json_error_t je;
@@ -318,7 +270,7 @@ static struct dsec_journal_step *step_get(struct dsec_journal *j, const char *tr
 
 	if (make_key(key, sizeof(key), traj, step, err) < 0)
 		return NULL;
-	sl = map_get(&j->steps, key, add);
+	sl = dsec_jn_map_get(&j->steps, key, add);
 	if (!sl)
 		return add ? (dsec_err_set(err, ENOMEM, "journal index"), NULL) : NULL;
 	if (sl->val)
@@ -333,16 +285,16 @@ static struct dsec_journal_step *step_get(struct dsec_journal *j, const char *tr
 	return s;
 }
 
-static const char *root_of(struct dsec_journal *j, const char *id)
+const char *dsec_jn_root_of(struct dsec_journal *j, const char *id)
 {
-	json_t *sb = map_val(&j->sbs, id), *r = json_object_get(sb, "root");
+	json_t *sb = dsec_jn_map_val(&j->sbs, id), *r = json_object_get(sb, "root");
 
 	return json_is_string(r) ? json_string_value(r) : id;
 }
 
 const char *dsec_journal_current(struct dsec_journal *j, const char *id)
 {
-	const char *c = map_val(&j->cur, root_of(j, id));
+	const char *c = dsec_jn_map_val(&j->cur, dsec_jn_root_of(j, id));
 
 	return c ? c : id;
 }
@@ -388,7 +340,7 @@ static int apply(struct dsec_journal *j, json_t *e, off_t off, size_t len, struc
 		if (!json_is_string(id) || !dsec_sandbox_id_ok(json_string_value(id)))
 			return dsec_err_set(err, EINVAL, "%s entry without a sandbox \"id\"", t);
 		if (t[0] == 's') {
-			sl = map_get(&j->sbs, json_string_value(id), 1);
+			sl = dsec_jn_map_get(&j->sbs, json_string_value(id), 1);
 			if (!sl)
 				return dsec_err_set(err, ENOMEM, "journal index");
 			json_decref(sl->val);
@@ -397,7 +349,7 @@ static int apply(struct dsec_journal *j, json_t *e, off_t off, size_t len, struc
 		}
 		if (!json_is_string(json_object_get(e, "from")))
 			return dsec_err_set(err, EINVAL, "rebuild entry without \"from\"");
-		sl = map_get(&j->cur, json_string_value(json_object_get(e, "from")), 1);
+		sl = dsec_jn_map_get(&j->cur, json_string_value(json_object_get(e, "from")), 1);
 		if (!sl)
 			return dsec_err_set(err, ENOMEM, "journal index");
 		free(sl->val);
@@ -582,7 +534,7 @@ static int load(struct dsec_journal *j, struct dsec_err *err)
 	if (r == 0 && len == 0) {
 		json_t *h = json_pack("{s:s,s:i}", "t", "journal", "version", DSEC_JOURNAL_VERSION);
 
-		r = append(j, h, 1, NULL, NULL, err);
+		r = dsec_jn_append(j, h, 1, NULL, NULL, err);
 		json_decref(h);
 		if (r == 0 && !(j->flags & DSEC_JOURNAL_NOSYNC) && fsync_dir(j->path) < 0)
 			r = dsec_err_sys(err, "journal '%s': fsync its directory", j->path);
@@ -669,10 +621,10 @@ static json_t *recorded(struct dsec_journal *j, struct dsec_journal_step *s, con
 	char *c;
 
 	if (s->state == S_DONE) {
-		e = read_entry(j, s->done_off, s->done_len, err);
+		e = dsec_jn_read_entry(j, s->done_off, s->done_len, err);
 		was = json_object_get(json_object_get(e, "exec"), "cmd");
 	} else {
-		e = read_entry(j, s->start_off, s->start_len, err);
+		e = dsec_jn_read_entry(j, s->start_off, s->start_len, err);
 		was = json_object_get(e, "cmd");
 	}
 	if (!e)
@@ -681,7 +633,7 @@ static json_t *recorded(struct dsec_journal *j, struct dsec_journal_step *s, con
 		return e;
 	c = json_dumps(was, JSON_COMPACT);
 	dsec_err_set(err, EEXIST, "journal: traj '%s' step %s: recorded with another command: %s",
-		     traj, step_text(s), c ? c : "(none)");
+		     traj, dsec_jn_step_text(s), c ? c : "(none)");
 	free(c);
 	json_decref(e);
 	return NULL;
@@ -738,7 +690,7 @@ int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, jso
 	} else if (tv)
 		return dsec_err_set(err, EINVAL, "\"traj\" is not a string or an integer");
 	if (!sv) { /* its place among the records of its trajectory */
-		struct slot *sl = map_get(&j->counters, traj, 1);
+		struct slot *sl = dsec_jn_map_get(&j->counters, traj, 1);
 
 		if (!sl)
 			return dsec_err_set(err, ENOMEM, "journal index");
@@ -753,7 +705,7 @@ int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, jso
 		return -1;
 	if (s->state == S_RUNNING)
 		return dsec_err_set(err, EBUSY, "journal: traj '%s' step %s: already running", traj,
-				    step_text(s));
+				    dsec_jn_step_text(s));
 	if (s->state == S_DONE && line) {
 		int r = replay_text(j, s, rec, cmd, err);
 
@@ -773,14 +725,14 @@ int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, jso
 				    err, EINPROGRESS,
 				    "journal: traj '%s' step %s: started in %s and never "
 				    "finished (it may have run; --rerun-unfinished runs it again)",
-				    traj, step_text(s), s->id);
+				    traj, dsec_jn_step_text(s), s->id);
 		} else {
 			x = json_object_get(e, "exec");
 			if (!json_is_object(x)) {
 				json_decref(e);
 				return dsec_err_set(err, EINVAL,
 						    "journal: traj '%s' step %s: no result", traj,
-						    step_text(s));
+						    dsec_jn_step_text(s));
 			}
 			json_object_set_new(x, "replayed", json_true());
 			json_object_set(rec, "exec", x);
@@ -795,46 +747,6 @@ int dsec_journal_lookup(struct dsec_journal *j, json_t *rec, const char *id, jso
 	return 0;
 }
 
-/* The entry describing sandbox sb (root: the sandbox it replaces, or NULL). New reference. */
-static json_t *sandbox_entry(const struct dsec_sandbox *sb, const char *root)
-{
-	json_t *e = json_pack("{s:s,s:s}", "t", "sandbox", "id", sb->id);
-	json_t *lim = json_object();
-
-	if (root)
-		json_object_set_new(e, "root", json_string(root));
-	json_object_set_new(e, "image", json_string(sb->image));
-	json_object_set_new(lim, "cpus", json_real(sb->limits.cpus));
-	json_object_set_new(lim, "memory", json_integer((json_int_t)sb->limits.memory));
-	json_object_set_new(lim, "pids", json_integer((json_int_t)sb->limits.pids));
-	json_object_set_new(lim, "disk", json_integer((json_int_t)sb->limits.disk));
-	json_object_set_new(e, "limits", lim);
-	json_object_set_new(e, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
-	json_object_set_new(e, "ttl_us", json_integer((json_int_t)sb->ttl_us));
-	json_object_set_new(e, "hostname", json_string(sb->hostname));
-	json_object_set_new(e, "env", sb->env ? json_incref(sb->env) : json_array());
-	return e;
-}
-
-static int note_sandbox(struct dsec_journal *j, const struct dsec_sandbox *sb, const char *root,
-			int sync, struct dsec_err *err)
-{
-	json_t *e = sandbox_entry(sb, root);
-	struct slot *sl;
-
-	if (append(j, e, sync, NULL, NULL, err) < 0) {
-		json_decref(e);
-		return -1;
-	}
-	if (!(sl = map_get(&j->sbs, sb->id, 1))) {
-		json_decref(e);
-		return dsec_err_set(err, ENOMEM, "journal index");
-	}
-	json_decref(sl->val);
-	sl->val = e;
-	return 0;
-}
-
 int dsec_journal_start(struct dsec_journal *j, struct dsec_journal_step *s,
 		       const struct dsec_sandbox *sb, const struct dsec_journal_spec *sp,
 		       struct dsec_err *err)
@@ -843,7 +755,7 @@ int dsec_journal_start(struct dsec_journal *j, struct dsec_journal_step *s,
 	const char *k;
 	int r;
 
-	if (!map_val(&j->sbs, sb->id) && note_sandbox(j, sb, NULL, 0, err) < 0)
+	if (!dsec_jn_map_val(&j->sbs, sb->id) && dsec_jn_note_sandbox(j, sb, NULL, 0, err) < 0)
 		return -1;
 	for (size_t i = 0; sp->optenv && sp->optenv[i]; i++) {
 		const char *kv = sp->optenv[i], *hv = getenv(kv);
@@ -865,7 +777,7 @@ int dsec_journal_start(struct dsec_journal *j, struct dsec_journal_step *s,
 		json_object_set_new(e, "timeout_us", json_integer((json_int_t)sp->timeout_us));
 	json_object_set_new(e, "max_output", json_integer((json_int_t)sp->max_output));
 	json_object_set_new(e, "ts", json_integer((json_int_t)dsec_wall_us()));
-	r = append(j, e, 1, &s->start_off, &s->start_len, err);
+	r = dsec_jn_append(j, e, 1, &s->start_off, &s->start_len, err);
 	json_decref(e);
 	if (r < 0)
 		return -1;
@@ -879,7 +791,7 @@ int dsec_journal_done(struct dsec_journal *j, struct dsec_journal_step *s, json_
 {
 	json_t *e = json_pack("{s:s,s:O,s:O,s:s,s:O}", "t", "done", "traj", s->traj, "step",
 			      s->step, "id", s->id, "exec", exec);
-	int r = append(j, e, 0, &s->done_off, &s->done_len, err);
+	int r = dsec_jn_append(j, e, 0, &s->done_off, &s->done_len, err);
 
 	json_decref(e);
 	s->state = r < 0 ? S_STARTED : S_DONE;
@@ -900,273 +812,8 @@ int dsec_journal_abort(struct dsec_journal *j, struct dsec_journal_step *s, cons
 	 * silently run twice. */
 	e = json_pack("{s:s,s:O,s:O,s:s}", "t", "abort", "traj", s->traj, "step", s->step, "msg",
 		      why ? why : "");
-	r = append(j, e, 0, NULL, NULL, err);
+	r = dsec_jn_append(j, e, 0, NULL, NULL, err);
 	json_decref(e);
 	s->state = r < 0 ? S_STARTED : S_NEW;
 	return r;
-}
-
-/* ---- rebuild ---- */
-
-/* Run a started step (its "start" entry) again in t, synchronously: a new reference to
- * {"exit","signal","stdout","stderr","timed_out"}, or NULL with err. */
-static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err *err)
-{
-	json_t *cmd = json_object_get(st, "cmd"), *in = json_object_get(st, "stdin"), *v, *x;
-	const char *cwd = json_string_value(json_object_get(st, "cwd"));
-	json_int_t tmo = json_integer_value(json_object_get(st, "timeout_us")),
-		   mo = json_integer_value(json_object_get(st, "max_output"));
-	struct dsec_exec_spec sp = {.cwd = cwd, .killable = tmo > 0};
-	struct dsec_capture co = {.max = mo > 0 ? (size_t)mo : 1 << 20}, ce = {.max = co.max};
-	struct dsec_exec_proc pr;
-	struct dsec_env env = {0};
-	struct rusage ru;
-	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, st_ = 0, timed_out = 0;
-	size_t i, inoff = 0, n = json_array_size(cmd);
-	char **argv = calloc(n + 1, sizeof(*argv));
-	uint64_t deadline;
-
-	x = NULL;
-	if (!argv || !n) {
-		dsec_err_set(err, EINVAL, "start entry without a command");
-		goto out;
-	}
-	json_array_foreach(cmd, i, v) argv[i] = (char *)json_string_value(v);
-	if (dsec_env_init(&env, &t->sb, err) < 0)
-		goto out;
-	json_array_foreach(json_object_get(st, "env"), i,
-			   v) if (json_is_string(v) &&
-				  dsec_env_put(&env, json_string_value(v), err) < 0) goto out;
-	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
-	    (json_is_string(in) && pipe2(pi, O_CLOEXEC) < 0)) {
-		dsec_err_sys(err, "pipe");
-		goto out;
-	}
-	sp.argv = argv;
-	sp.envp = env.v;
-	sp.fd[0] = pi[0];
-	sp.fd[1] = po[1];
-	sp.fd[2] = pe[1];
-	r = dsec_exec_start(t, &sp, &pr, err);
-	close(po[1]);
-	close(pe[1]);
-	if (pi[0] >= 0)
-		close(pi[0]);
-	po[1] = pe[1] = pi[0] = -1;
-	if (r == DSEC_EXEC_NOT_FOUND || r == DSEC_EXEC_CANNOT_RUN) {
-		x = json_pack("{s:i,s:n,s:s,s:s,s:b}", "exit", r == DSEC_EXEC_NOT_FOUND ? 127 : 126,
-			      "signal", "stdout", "", "stderr", "", "timed_out", 0);
-		goto out;
-	}
-	if (r < 0)
-		goto out;
-	fcntl(po[0], F_SETFL, O_NONBLOCK);
-	fcntl(pe[0], F_SETFL, O_NONBLOCK);
-	if (pi[1] >= 0)
-		fcntl(pi[1], F_SETFL, O_NONBLOCK);
-	deadline = tmo > 0 ? pr.start_us + (uint64_t)tmo : 0;
-	for (;;) {
-		struct pollfd pf[4] = {{po[0], POLLIN, 0},
-				       {pe[0], POLLIN, 0},
-				       {pi[1], POLLOUT, 0},
-				       {pr.pidfd, POLLIN, 0}};
-		uint64_t now = dsec_now_us();
-		struct dsec_err e;
-
-		if (deadline && !timed_out && now >= deadline) {
-			timed_out = 1;
-			dsec_exec_kill(&pr, &e);
-		}
-		if (poll(pf, 4, deadline && !timed_out ? (int)((deadline - now) / 1000 + 1) : -1) <
-			0 &&
-		    errno != EINTR)
-			break;
-		if (pf[0].revents && dsec_capture_read(&co, po[0], &e) == 0) {
-			close(po[0]);
-			po[0] = -1;
-		}
-		if (pf[1].revents && dsec_capture_read(&ce, pe[0], &e) == 0) {
-			close(pe[0]);
-			pe[0] = -1;
-		}
-		if (pf[2].revents) {
-			ssize_t w = write(pi[1], json_string_value(in) + inoff,
-					  json_string_length(in) - inoff);
-
-			if (w > 0)
-				inoff += (size_t)w;
-			if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
-			    inoff >= json_string_length(in)) {
-				close(pi[1]);
-				pi[1] = -1;
-			}
-		}
-		if (pf[3].revents && dsec_exec_wait(&pr, 1, &st_, &ru, &e) != 0)
-			break;
-	}
-	for (int k = 0; k < 4 && po[0] >= 0; k++)
-		if (dsec_capture_read(&co, po[0], err) < 2)
-			break;
-	for (int k = 0; k < 4 && pe[0] >= 0; k++)
-		if (dsec_capture_read(&ce, pe[0], err) < 2)
-			break;
-	dsec_exec_release(&pr);
-	x = json_object();
-	json_object_set_new(x, "exit",
-			    WIFEXITED(st_) ? json_integer(WEXITSTATUS(st_)) : json_null());
-	json_object_set_new(
-	    x, "signal", WIFSIGNALED(st_) ? json_string(dsec_signame(WTERMSIG(st_))) : json_null());
-	json_object_set_new(x, "stdout", dsec_utf8_json(co.buf ? co.buf : "", co.len));
-	json_object_set_new(x, "stderr", dsec_utf8_json(ce.buf ? ce.buf : "", ce.len));
-	json_object_set_new(x, "timed_out", json_boolean(timed_out));
-out:
-	for (r = 0; r < 2; r++) {
-		if (po[r] >= 0)
-			close(po[r]);
-		if (pe[r] >= 0)
-			close(pe[r]);
-		if (pi[r] >= 0)
-			close(pi[r]);
-	}
-	dsec_capture_free(&co);
-	dsec_capture_free(&ce);
-	dsec_env_free(&env);
-	free(argv);
-	return x;
-}
-
-/* A sandbox request from a "sandbox" entry: image, limits, net, ttl, hostname, env (borrowed). */
-static int request_of(json_t *info, struct dsec_sandbox *sb, struct dsec_err *err)
-{
-	json_t *lim = json_object_get(info, "limits");
-	const char *img = json_string_value(json_object_get(info, "image")),
-		   *hn = json_string_value(json_object_get(info, "hostname")), *net;
-
-	memset(sb, 0, sizeof(*sb));
-	if (!img || strlen(img) >= sizeof(sb->image))
-		return dsec_err_set(err, EINVAL, "no image recorded");
-	snprintf(sb->image, sizeof(sb->image), "%s", img);
-	sb->limits.cpus = json_number_value(json_object_get(lim, "cpus"));
-	sb->limits.memory = (uint64_t)json_integer_value(json_object_get(lim, "memory"));
-	sb->limits.pids = (uint64_t)json_integer_value(json_object_get(lim, "pids"));
-	sb->limits.disk = (uint64_t)json_integer_value(json_object_get(lim, "disk"));
-	if (!sb->limits.disk)
-		sb->limits.disk = DSEC_DEFAULT_DISK;
-	net = json_string_value(json_object_get(info, "net"));
-	sb->net = net && !strcmp(net, "host") ? DSEC_NET_HOST : DSEC_NET_NONE;
-	sb->ttl_us = (uint64_t)json_integer_value(json_object_get(info, "ttl_us"));
-	if (hn)
-		snprintf(sb->hostname, sizeof(sb->hostname), "%s", hn);
-	sb->env = json_is_array(json_object_get(info, "env")) ? json_object_get(info, "env") : NULL;
-	return 0;
-}
-
-int dsec_journal_rebuild(struct dsec_journal *j, const struct dsec_paths *paths, const char *id,
-			 json_t **report, struct dsec_err *err)
-{
-	static const char *const fields[] = {"exit", "signal", "stdout", "stderr", "timed_out"};
-	char root[DSEC_ID_MAX];
-	json_t *info, *differ = NULL, *e;
-	struct dsec_exec_target t;
-	struct dsec_sandbox sb;
-	struct slot *sl;
-	int lock = -1, made = 0, opened = 0;
-	long steps = 0;
-
-	if (!(j->flags & DSEC_JOURNAL_REBUILD))
-		return 1;
-	snprintf(root, sizeof(root), "%s", root_of(j, id));
-	info = map_val(&j->sbs, root);
-	if (!info)
-		return dsec_err_set(err, ENOENT, "%s: gone, and the journal knows no image for it",
-				    id);
-	if (request_of(info, &sb, err) < 0)
-		return dsec_err_wrap(err, "%s: journal", id);
-	lock = dsec_run_lock(paths, 0, err);
-	if (lock < 0)
-		goto fail;
-	if (dsec_sandbox_create(paths, &sb, err) < 0) {
-		sb.env = NULL;
-		dsec_err_wrap(err, "%s: rebuild from image '%s'", id, sb.image);
-		goto fail;
-	}
-	sb.env = NULL; /* borrowed from info */
-	made = 1;
-	if (dsec_exec_target_open(paths, sb.id, &t, err) < 0)
-		goto fail;
-	opened = 1;
-	if (note_sandbox(j, &t.sb, root, 0, err) < 0)
-		goto fail;
-	differ = json_array();
-	for (size_t i = 0; i < j->norder; i++) {
-		struct dsec_journal_step *s = j->order[i];
-		json_t *st, *rx, *dn, *fl;
-
-		if (s->order != i || s->state != S_DONE || strcmp(root_of(j, s->id), root))
-			continue;
-		st = read_entry(j, s->start_off, s->start_len, err);
-		dn = st ? read_entry(j, s->done_off, s->done_len, err) : NULL;
-		rx = dn ? run_again(&t, st, err) : NULL;
-		json_decref(st);
-		if (!rx) {
-			json_decref(dn);
-			dsec_err_wrap(err, "%s: rebuild: traj '%s' step %s", id,
-				      json_string_value(s->traj), step_text(s));
-			goto fail;
-		}
-		steps++;
-		fl = json_array();
-		for (size_t f = 0; f < sizeof(fields) / sizeof(*fields); f++) {
-			json_t *was = json_object_get(json_object_get(dn, "exec"), fields[f]);
-
-			if (!json_equal(was ? was : json_false(), json_object_get(rx, fields[f])))
-				json_array_append_new(fl, json_string(fields[f]));
-		}
-		if (json_array_size(fl)) {
-			char *fs = json_dumps(fl, JSON_COMPACT);
-
-			dsec_warnx(
-			    "%s: rebuilt as %s: traj '%s' step %s: %s differ from the journal", id,
-			    sb.id, json_string_value(s->traj), step_text(s), fs ? fs : "results");
-			free(fs);
-			json_array_append_new(differ, json_pack("{s:O,s:O,s:o}", "traj", s->traj,
-								"step", s->step, "fields", fl));
-		} else
-			json_decref(fl);
-		json_decref(rx);
-		json_decref(dn);
-	}
-	e = json_pack("{s:s,s:s,s:s,s:i,s:i}", "t", "rebuild", "from", root, "id", sb.id, "steps",
-		      (int)steps, "differ", (int)json_array_size(differ));
-	if (append(j, e, 1, NULL, NULL, err) < 0) {
-		json_decref(e);
-		goto fail;
-	}
-	json_decref(e);
-	sl = map_get(&j->cur, root, 1);
-	if (!sl) {
-		dsec_err_set(err, ENOMEM, "journal index");
-		goto fail;
-	}
-	free(sl->val);
-	sl->val = strdup(sb.id);
-	if (dsec_sandbox_commit(&sb, err) < 0)
-		dsec_err_print(err);
-	dsec_exec_target_close(&t);
-	close(lock);
-	*report = json_pack("{s:s,s:s,s:s,s:i,s:o}", "from", root, "id", sb.id, "image", sb.image,
-			    "steps", (int)steps, "differ", differ);
-	dsec_sandbox_free(&sb);
-	return 0;
-fail:
-	json_decref(differ);
-	if (opened)
-		dsec_exec_target_close(&t);
-	if (made) {
-		dsec_sandbox_destroy(paths, &sb, NULL);
-		dsec_sandbox_free(&sb);
-	}
-	if (lock >= 0)
-		close(lock);
-	return -1;
 }
