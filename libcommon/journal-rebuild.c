@@ -57,7 +57,7 @@ int dsec_jn_note_sandbox(struct dsec_journal *j, const struct dsec_sandbox *sb, 
  * {"exit","signal","stdout","stderr","timed_out"}, or NULL with err. */
 static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err *err)
 {
-	json_t *cmd = json_object_get(st, "cmd"), *in = json_object_get(st, "stdin"), *v, *x;
+	json_t *cmd = json_object_get(st, "cmd"), *in = json_object_get(st, "stdin"), *v, *x, *envs;
 	const char *cwd = json_string_value(json_object_get(st, "cwd"));
 	json_int_t tmo = json_integer_value(json_object_get(st, "timeout_us")),
 		   mo = json_integer_value(json_object_get(st, "max_output"));
@@ -76,12 +76,16 @@ static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err
 		dsec_err_set(err, EINVAL, "start entry without a command");
 		goto out;
 	}
-	json_array_foreach(cmd, i, v) argv[i] = (char *)json_string_value(v);
+	for (i = 0; i < n; i++)
+		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
 	if (dsec_env_init(&env, &t->sb, err) < 0)
 		goto out;
-	json_array_foreach(json_object_get(st, "env"), i,
-			   v) if (json_is_string(v) &&
-				  dsec_env_put(&env, json_string_value(v), err) < 0) goto out;
+	envs = json_object_get(st, "env");
+	for (i = 0; i < json_array_size(envs); i++) {
+		v = json_array_get(envs, i);
+		if (json_is_string(v) && dsec_env_put(&env, json_string_value(v), err) < 0)
+			goto out;
+	}
 	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
 	    (json_is_string(in) && pipe2(pi, O_CLOEXEC) < 0)) {
 		dsec_err_sys(err, "pipe");

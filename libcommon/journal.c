@@ -765,8 +765,11 @@ int dsec_journal_start(struct dsec_journal *j, struct dsec_journal_step *s,
 		else if (hv)
 			json_array_append_new(env, json_pack("s++", kv, "=", hv));
 	}
-	json_object_foreach(sp->recenv, k, v) json_array_append_new(
-	    env, json_pack("s++", k, "=", json_is_string(v) ? json_string_value(v) : ""));
+	json_object_foreach(sp->recenv, k, v)
+	{
+		json_array_append_new(
+		    env, json_pack("s++", k, "=", json_is_string(v) ? json_string_value(v) : ""));
+	}
 	e = json_pack("{s:s,s:O,s:O,s:s,s:O,s:o}", "t", "start", "traj", s->traj, "step", s->step,
 		      "id", sb->id, "cmd", sp->cmd, "env", env);
 	if (sp->cwd)
