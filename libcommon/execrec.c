@@ -179,6 +179,8 @@ static int release_durable(struct loop *L, struct dsec_err *err)
 
 		L->durable[i].rec = NULL;
 		if (output(L, d.seq, d.rec, err) < 0) {
+			while (++i < L->ndurable)
+				json_decref(L->durable[i].rec);
 			L->ndurable = 0;
 			return -1;
 		}
