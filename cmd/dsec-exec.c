@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "exec.h"
+#include "journal.h"
 #include "jsonl.h"
 #include "pty.h"
 
@@ -51,6 +52,16 @@ static const char help[] =
     "      --max-output SIZE  records: capture at most SIZE of stdout and of stderr (1M)\n"
     "      --seccomp FILE     seccomp profile for the commands (default: the built-in one,\n"
     "                         see dsec-seccomp(5))\n"
+    "      --journal FILE     records: append every step run to the trajectory journal\n"
+    "                         FILE (durably) and answer the steps it holds as done from\n"
+    "                         it, with \"replayed\":true, instead of running them again;\n"
+    "                         a step is named by the record's \"traj\" and \"step\" (see\n"
+    "                         dsec-journal(5))\n"
+    "      --rerun-unfinished  with --journal: run a step that started and never finished\n"
+    "                         again (default: an error record, as it may have run)\n"
+    "      --rebuild          with --journal: when a record's sandbox is gone, spawn a new\n"
+    "                         one from the image the journal recorded and run the steps it\n"
+    "                         holds as done again in it, then go on there\n"
     "  -q, --quiet            no diagnostics but errors\n"
     "  -v, --verbose          more diagnostics\n"
     "      --root DIR         layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
@@ -61,7 +72,14 @@ static const char help[] =
     "Exit status with records: 0 all done (a command exiting non-zero is a result, not a\n"
     "failure), 1 some record failed, 2 usage error, 3 fatal.\n";
 
-enum { OPT_TIMEOUT = DSEC_OPT_FIRST_TOOL, OPT_MAX_OUTPUT, OPT_SECCOMP };
+enum {
+	OPT_TIMEOUT = DSEC_OPT_FIRST_TOOL,
+	OPT_MAX_OUTPUT,
+	OPT_SECCOMP,
+	OPT_JOURNAL,
+	OPT_RERUN,
+	OPT_REBUILD
+};
 
 static const struct option longopts[] = {
     DSEC_COMMON_LONGOPTS,
@@ -73,6 +91,9 @@ static const struct option longopts[] = {
     {"keep-order", no_argument, NULL, 'k'},
     {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
     {"seccomp", required_argument, NULL, OPT_SECCOMP},
+    {"journal", required_argument, NULL, OPT_JOURNAL},
+    {"rerun-unfinished", no_argument, NULL, OPT_RERUN},
+    {"rebuild", no_argument, NULL, OPT_REBUILD},
     {NULL, 0, NULL, 0},
 };
 
@@ -214,6 +235,26 @@ static int copy(const struct dsec_paths *paths, const char *src, const char *dst
 	return r < 0 ? DSEC_EXIT_FAILED : DSEC_EXIT_OK;
 }
 
+static int open_journal(struct dsec_execrec_opts *ro, const char *path, int flags)
+{
+	struct dsec_err err = {0};
+	unsigned long done, unfinished;
+	const char *nosync = getenv("DSEC_JOURNAL_NOSYNC");
+
+	/* for benchmarks of the rest of the loop only: an unsynced journal survives no crash */
+	if (nosync && !strcmp(nosync, "1"))
+		flags |= DSEC_JOURNAL_NOSYNC;
+	ro->journal = dsec_journal_open(path, flags, &err);
+	if (!ro->journal) {
+		dsec_err_print(&err);
+		return -1;
+	}
+	dsec_journal_counts(ro->journal, &done, &unfinished);
+	dsec_infox("journal '%s': %lu steps done, %lu started and not finished", path, done,
+		   unfinished);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct dsec_cli cli = {.help = help};
@@ -226,7 +267,8 @@ int main(int argc, char **argv)
 	long long n;
 	uint64_t u;
 	long failed;
-	const char *seccomp = NULL;
+	const char *seccomp = NULL, *journal = NULL;
+	int jflags = 0;
 
 	dsec_prog = "dsec-exec";
 	/* 0, 1 and 2 open, so no descriptor made later takes their place */
@@ -274,10 +316,26 @@ int main(int argc, char **argv)
 		case OPT_SECCOMP:
 			seccomp = optarg;
 			break;
+		case OPT_JOURNAL:
+			if (!*optarg)
+				dsec_usage_error("--journal: empty file name");
+			journal = optarg;
+			recopts = 1;
+			break;
+		case OPT_RERUN:
+			jflags |= DSEC_JOURNAL_RERUN;
+			recopts = 1;
+			break;
+		case OPT_REBUILD:
+			jflags |= DSEC_JOURNAL_REBUILD;
+			recopts = 1;
+			break;
 		default:
 			dsec_usage_error("unknown option");
 		}
 	}
+	if (jflags && !journal)
+		dsec_usage_error("--rerun-unfinished and --rebuild need --journal");
 	dsec_cli_paths(&cli, &paths);
 	/* a bad profile is a usage error, found before any sandbox is touched */
 	if (dsec_exec_policy(seccomp, &err) < 0)
@@ -295,7 +353,8 @@ int main(int argc, char **argv)
 		if (optind >= argc)
 			dsec_usage_error("%s: no command given", id);
 		if (recopts)
-			dsec_usage_error("-j, -k and --max-output apply to records, not to one ID");
+			dsec_usage_error("-j, -k, --max-output and the journal options apply to "
+					 "records, not to one ID");
 		exit(foreground(&paths, id, argv + optind, envset, cwd, tty, ro.timeout_us));
 	}
 	if (tty)
@@ -307,7 +366,10 @@ int main(int argc, char **argv)
 	ro.argv = optind < argc ? argv + optind : NULL;
 	ro.env = envset;
 	ro.cwd = cwd;
+	if (journal && open_journal(&ro, journal, jflags) < 0)
+		return dsec_cli_exit(DSEC_EXIT_FATAL);
 	failed = dsec_execrec_run(&ro, 0, &err);
+	dsec_journal_close(ro.journal);
 	free(envset);
 	if (failed < 0) {
 		dsec_err_print(&err);

@@ -152,6 +152,9 @@ struct dsec_execrec_opts {
 	char *const *env; /* "K=V" settings after the sandbox's env, NULL-terminated; may be NULL */
 	const char *cwd;  /* default cwd; NULL = "/" */
 	const char *tool; /* names the tool in error objects */
+	/* trajectory journal (journal.h) or NULL: steps that completed are answered from it,
+	 * the others are recorded in it; a gone sandbox is rebuilt when the journal says so */
+	struct dsec_journal *journal;
 };
 
 /* Run the loop until infd's end and every command has finished. Returns the number of failed

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "journal.h"
 #include "jsonl.h"
 
 struct tcache {
@@ -33,6 +34,7 @@ struct job {
 	size_t stdin_len, stdin_off;
 	uint64_t deadline;
 	struct rusage ru;
+	struct dsec_journal_step *js; /* its step in the journal, or NULL */
 };
 
 struct done {
@@ -53,12 +55,49 @@ struct loop {
 	/* input */
 	int infd, ieof;
 	char *ibuf;
-	size_t ilen, icap, max_line;
+	size_t ioff, ilen, icap, max_line; /* pending input: ibuf[ioff..ilen) */
 	unsigned long lineno;
 	int skipping; /* inside a line that is too long */
+	char *obuf;   /* replayed records (whole lines) not yet written */
+	size_t olen, ocap;
+	struct done *durable; /* finished steps waiting for their journal entry to be synced */
+	size_t ndurable, capdurable;
 };
 
 /* ---- output ---- */
+
+/* Write the replayed records gathered in obuf: whole lines, in one write(2) if it can, so a
+ * diagnostic on stderr never lands in the middle of a record. Called before anything else is
+ * printed (records or diagnostics) and before the loop waits. */
+static int flush_output(struct loop *L, struct dsec_err *err)
+{
+	size_t off = 0;
+
+	if (!L->olen)
+		return 0;
+	if (fflush(stdout) == EOF)
+		return dsec_err_sys(err, "write to stdout");
+	while (off < L->olen) {
+		ssize_t n = write(STDOUT_FILENO, L->obuf + off, L->olen - off);
+
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = {STDOUT_FILENO, POLLOUT, 0};
+
+			poll(&p, 1, -1);
+		} else if (n < 0 && errno != EINTR) {
+			L->olen = 0;
+			return dsec_err_sys(err, "write to stdout");
+		} else if (n > 0)
+			off += (size_t)n;
+	}
+	L->olen = 0;
+	return 0;
+}
+
+/* A record answered from the journal, in no time: gathered in obuf (reference to rec stolen),
+ * as many come at once; with keep_order it takes its turn like the others. */
+static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, const char *line,
+			   struct dsec_err *err);
 
 static int emit_ready(struct loop *L, struct dsec_err *err)
 {
@@ -84,6 +123,10 @@ static int output(struct loop *L, unsigned long seq, json_t *rec, struct dsec_er
 {
 	int r;
 
+	if (flush_output(L, err) < 0) {
+		json_decref(rec);
+		return -1;
+	}
 	if (!L->o->keep_order) {
 		r = dsec_jsonl_emit(rec, err);
 		json_decref(rec);
@@ -104,9 +147,88 @@ static int output(struct loop *L, unsigned long seq, json_t *rec, struct dsec_er
 	return emit_ready(L, err);
 }
 
+/* A journaled step finished: its record (reference stolen) waits for release_durable, so that
+ * the steps finishing together share one fdatasync. */
+static int hold_durable(struct loop *L, unsigned long seq, json_t *rec, struct dsec_err *err)
+{
+	if (L->ndurable == L->capdurable) {
+		size_t nc = L->capdurable ? L->capdurable * 2 : 16;
+		struct done *nd = realloc(L->durable, nc * sizeof(*nd));
+
+		if (!nd) {
+			json_decref(rec);
+			return dsec_err_set(err, ENOMEM, "output queue");
+		}
+		L->durable = nd;
+		L->capdurable = nc;
+	}
+	L->durable[L->ndurable++] = (struct done){seq, rec};
+	return 0;
+}
+
+/* Sync the journal and pass the held records on. Called before the loop waits. */
+static int release_durable(struct loop *L, struct dsec_err *err)
+{
+	size_t i;
+
+	if (!L->ndurable)
+		return 0;
+	if (dsec_journal_sync(L->o->journal, err) < 0)
+		return -1;
+	for (i = 0; i < L->ndurable; i++) {
+		struct done d = L->durable[i];
+
+		L->durable[i].rec = NULL;
+		if (output(L, d.seq, d.rec, err) < 0) {
+			while (++i < L->ndurable)
+				json_decref(L->durable[i].rec);
+			L->ndurable = 0;
+			return -1;
+		}
+	}
+	L->ndurable = 0;
+	return 0;
+}
+
+static int output_replayed(struct loop *L, unsigned long seq, json_t *rec, const char *line,
+			   struct dsec_err *err)
+{
+	char *dumped = NULL;
+	size_t n;
+
+	if (L->o->keep_order)
+		return output(L, seq, rec, err);
+	if (!line && !(line = dumped = json_dumps(rec, JSON_COMPACT))) {
+		json_decref(rec);
+		return dsec_err_set(err, ENOMEM, "encode record");
+	}
+	json_decref(rec);
+	n = strlen(line);
+	if (L->olen + n + 1 > L->ocap) {
+		size_t nc = (L->olen + n + 1) * 2;
+		char *nb = realloc(L->obuf, nc);
+
+		if (!nb) {
+			free(dumped);
+			return dsec_err_set(err, ENOMEM, "output buffer");
+		}
+		L->obuf = nb;
+		L->ocap = nc;
+	}
+	memcpy(L->obuf + L->olen, line, n);
+	L->obuf[L->olen + n] = '\n';
+	L->olen += n + 1;
+	free(dumped);
+	return L->olen >= 65536 ? flush_output(L, err) : 0;
+}
+
 static int fail_record(struct loop *L, unsigned long seq, json_t *rec, const struct dsec_err *e,
 		       struct dsec_err *err)
 {
+	if (flush_output(L, err) < 0) {
+		json_decref(rec);
+		return -1;
+	}
 	L->failed++;
 	if (dsec_verbose >= 0)
 		dsec_errorx("%s", e->msg);
@@ -244,6 +366,67 @@ static int record_timeout(struct loop *L, json_t *rec, uint64_t *us, struct dsec
 	return dsec_err_set(err, EINVAL, "\"timeout\" is not a duration");
 }
 
+/* ---- the journal (journal.h) ---- */
+
+/* Its say on rec before it runs: 1 answered from the journal (rec has its "exec", or *line is
+ * the whole record to print), 0 run it (j->js set), -1 a failed record (e). A record naming a
+ * sandbox that a rebuild replaced gets the new "id" and "rebuilt_from". */
+static int journal_check(struct loop *L, struct job *j, json_t *rec, const char **line,
+			 struct dsec_err *e)
+{
+	char id[DSEC_ID_MAX + 1];
+	const char *cur;
+	int r;
+
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(rec, "id")));
+	cur = dsec_journal_current(L->o->journal, id);
+	if (strcmp(cur, id)) {
+		json_object_set_new(rec, "id", json_string(cur));
+		json_object_set_new(rec, "rebuilt_from", json_string(id));
+	}
+	*line = NULL;
+	r = dsec_journal_lookup(L->o->journal, rec, id, j->cmd, L->o->keep_order ? NULL : line,
+				&j->js, e);
+	return r < 0 ? dsec_err_wrap(e, "%s", id) : r;
+}
+
+/* rec's sandbox is gone: rebuild it from the journal when asked (--rebuild). 0 when rec now names
+ * the new one (with "rebuild":{…}), -1 otherwise (e keeps why it was gone, or says why the
+ * rebuild failed). */
+static int journal_rebuild(struct loop *L, json_t *rec, struct dsec_err *e)
+{
+	json_t *report = NULL, *from;
+	struct dsec_err e2 = {0};
+	int r;
+
+	if (!L->o->journal || (e->errnum != ENOENT && e->errnum != ESRCH))
+		return -1;
+	r = dsec_journal_rebuild(L->o->journal, L->o->paths,
+				 json_string_value(json_object_get(rec, "id")), &report, &e2);
+	if (r > 0)
+		return -1;
+	if (r < 0) {
+		*e = e2;
+		return -1;
+	}
+	if (!json_object_get(rec, "rebuilt_from")) {
+		from = json_object_get(rec, "id");
+		json_object_set(rec, "rebuilt_from", from);
+	}
+	json_object_set(rec, "id", json_object_get(report, "id"));
+	json_object_set_new(rec, "rebuild", report);
+	return 0;
+}
+
+static void journal_abort(struct loop *L, struct job *j, const struct dsec_err *why)
+{
+	struct dsec_err e;
+
+	if (j->js && dsec_journal_abort(L->o->journal, j->js, why->msg, &e) < 0)
+		dsec_warnx("%s", e.msg);
+	j->js = NULL;
+}
+
 static void job_clear(struct job *j)
 {
 	if (j->out >= 0)
@@ -272,7 +455,8 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 	struct dsec_env env = {0};
 	json_t *id = json_object_get(rec, "id"), *cwd = json_object_get(rec, "cwd"),
 	       *in = json_object_get(rec, "stdin");
-	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, retried = 0;
+	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, retried = 0, rebuilt = 0;
+	int fatal = 0;
 	char **argv = NULL;
 	uint64_t tmo;
 
@@ -300,10 +484,33 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 		dsec_err_wrap(&e, "%s", json_string_value(id));
 		goto bad;
 	}
+	if (L->o->journal) {
+		const char *line;
+
+		r = journal_check(L, j, rec, &line, &e);
+		if (r < 0)
+			goto bad;
+		if (r > 0) { /* answered from the journal */
+			j->rec = NULL;
+			job_clear(j);
+			return output_replayed(L, seq, rec, line, err) < 0 ? -1 : 0;
+		}
+		id = json_object_get(rec, "id");
+	}
 again:
 	j->tc = target_get(L, json_string_value(id), &e);
-	if (!j->tc)
+	if (!j->tc) {
+		if (!rebuilt && flush_output(L, err) < 0) {
+			fatal = 1;
+			goto bad;
+		}
+		if (!rebuilt && journal_rebuild(L, rec, &e) == 0) {
+			rebuilt = 1;
+			id = json_object_get(rec, "id");
+			goto again;
+		}
 		goto bad;
+	}
 	j->tc->refs++;
 	if (record_env(L, &env, &j->tc->t.sb, rec, &e) < 0) {
 		dsec_err_wrap(&e, "%s", json_string_value(id));
@@ -322,6 +529,22 @@ again:
 	s.fd[1] = po[1];
 	s.fd[2] = pe[1];
 	s.killable = tmo > 0;
+	if (j->js) {
+		struct dsec_journal_spec sp = {.cmd = j->cmd,
+					       .optenv = L->o->env,
+					       .recenv = json_object_get(rec, "env"),
+					       .cwd = s.cwd,
+					       .stdin_s = json_string_value(in),
+					       .stdin_len = json_string_length(in),
+					       .timeout_us = tmo,
+					       .max_output = L->o->max_output};
+
+		/* durable before the command runs: a crash from here on leaves it unfinished */
+		if (dsec_journal_start(L->o->journal, j->js, &j->tc->t.sb, &sp, err) < 0) {
+			fatal = 1;
+			goto bad;
+		}
+	}
 	r = dsec_exec_start(&j->tc->t, &s, &j->pr, &e);
 	close(po[1]);
 	close(pe[1]);
@@ -373,6 +596,8 @@ again:
 	L->running++;
 	return 1;
 bad:
+	if (!fatal)
+		journal_abort(L, j, &e);
 	free(argv);
 	dsec_env_free(&env);
 	for (r = 0; r < 2; r++) {
@@ -385,12 +610,17 @@ bad:
 	}
 	j->rec = NULL;
 	job_clear(j);
+	if (fatal) {
+		json_decref(rec);
+		return -1;
+	}
 	return fail_record(L, seq, rec, &e, err) < 0 ? -1 : 0;
 }
 
 static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 {
 	json_t *x, *rec = j->rec;
+	struct dsec_journal_step *js;
 	struct dsec_err e;
 	unsigned long seq;
 	int k;
@@ -428,8 +658,16 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 	json_object_set_new(rec, "usage", dsec_res_usage_json(&j->tc->t.sb));
 	j->rec = NULL;
 	seq = j->seq;
+	js = j->js;
 	job_clear(j);
 	L->running--;
+	if (js) { /* durable before the record is passed on (release_durable) */
+		if (dsec_journal_done(L->o->journal, js, x, err) < 0) {
+			json_decref(rec);
+			return -1;
+		}
+		return hold_durable(L, seq, rec, err);
+	}
 	return output(L, seq, rec, err);
 }
 
@@ -438,24 +676,29 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 /* The next complete line (NUL-terminated in place), or NULL. *len is set. */
 static char *next_line(struct loop *L, size_t *len, size_t *consumed)
 {
-	char *nl = memchr(L->ibuf, '\n', L->ilen);
+	char *p = L->ibuf + L->ioff, *nl = memchr(p, '\n', L->ilen - L->ioff);
 
 	if (nl) {
-		*len = (size_t)(nl - L->ibuf);
+		*len = (size_t)(nl - p);
 		*consumed = *len + 1;
-	} else if (L->ieof && L->ilen) {
-		*len = L->ilen;
-		*consumed = L->ilen;
+	} else if (L->ieof && L->ilen > L->ioff) {
+		*len = L->ilen - L->ioff;
+		*consumed = *len;
 	} else
 		return NULL;
-	L->ibuf[*len] = '\0';
-	return L->ibuf;
+	p[*len] = '\0';
+	return p;
 }
 
 static int read_input(struct loop *L, struct dsec_err *err)
 {
 	ssize_t n;
 
+	if (L->ioff) { /* consumed lines leave the buffer here, not one by one */
+		memmove(L->ibuf, L->ibuf + L->ioff, L->ilen - L->ioff);
+		L->ilen -= L->ioff;
+		L->ioff = 0;
+	}
 	if (L->icap - L->ilen < 65536) {
 		size_t nc = L->icap ? L->icap * 2 : 131072;
 		char *nb = realloc(L->ibuf, nc + 1);
@@ -488,7 +731,7 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 		int bad = 0;
 
 		if (!line) {
-			if (L->ilen > L->max_line) { /* too long and still no newline: drop it */
+			if (L->ilen - L->ioff > L->max_line) { /* too long, no newline: drop it */
 				if (!L->skipping) {
 					L->lineno++;
 					dsec_err_set(e, E2BIG,
@@ -497,15 +740,14 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 					bad = 1;
 				}
 				L->skipping = 1;
-				L->ilen = 0;
+				L->ilen = L->ioff = 0;
 				return bad ? -1 : 0;
 			}
 			return 0;
 		}
 		if (L->skipping) { /* the rest of a line reported already */
 			L->skipping = 0;
-			memmove(L->ibuf, L->ibuf + used, L->ilen - used);
-			L->ilen -= used;
+			L->ioff += used;
 			continue;
 		}
 		L->lineno++;
@@ -526,8 +768,7 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 			dsec_err_set(e, EINVAL, "<stdin>:%lu: record is not a JSON object",
 				     L->lineno);
 		}
-		memmove(L->ibuf, L->ibuf + used, L->ilen - used);
-		L->ilen -= used;
+		L->ioff += used;
 		if (*rec)
 			return 1;
 		if (*p)
@@ -634,7 +875,7 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 			if (job_start(&L, &L.jobs[i], rec, L.seq_in++, err) < 0)
 				goto fatal;
 		}
-		if (L.ieof && !L.ilen && !L.running)
+		if (L.ieof && L.ilen == L.ioff && !L.running)
 			break;
 		n = 0;
 		if (!L.ieof && L.running < o->jobs && L.ndone < 1024)
@@ -668,6 +909,8 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 		}
 		if (next)
 			tmo = next > now ? (int)((next - now + 999) / 1000) : 0;
+		if (release_durable(&L, err) < 0 || flush_output(&L, err) < 0)
+			goto fatal;
 		if (poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR) {
 			ret = dsec_err_sys(err, "poll");
 			goto fatal;
@@ -678,6 +921,8 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
 			if (L.jobs[i].used && job_io(&L, &L.jobs[i], &pf[1 + 4 * i], err) < 0)
 				goto fatal;
 	}
+	if (release_durable(&L, err) < 0 || flush_output(&L, err) < 0)
+		goto fatal;
 	ret = L.failed;
 	goto out;
 fatal:
@@ -688,6 +933,10 @@ out:
 		fcntl(infd, F_SETFL, inflags);
 	for (i = 0; i < L.ndone; i++)
 		json_decref(L.done[i].rec);
+	for (i = 0; i < L.ndurable; i++)
+		json_decref(L.durable[i].rec);
+	free(L.durable);
+	free(L.obuf);
 	for (i = 0; L.cache && i < L.ncache; i++)
 		if (L.cache[i].used)
 			dsec_exec_target_close(&L.cache[i].t);
