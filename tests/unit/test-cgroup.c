@@ -58,7 +58,8 @@ int main(void)
 		ok(strstr(sb.cg.v1[DSEC_CG_MEMORY], "/memory/dsec-") != NULL, "v1 memory path %s",
 		   sb.cg.v1[DSEC_CG_MEMORY]);
 		ok(sb.cg.v1[DSEC_CG_PIDS][0] && sb.cg.v1[DSEC_CG_CPU][0], "v1 pids and cpu paths");
-		ok(!sb.cg.v1[DSEC_CG_FREEZER][0], "no freezer dir");
+		ok(strstr(sb.cg.v1[DSEC_CG_FREEZER], "/freezer/dsec-") != NULL,
+		   "v1 freezer path (for pausing) %s", sb.cg.v1[DSEC_CG_FREEZER]);
 		procs = sb.cg.v1[DSEC_CG_PIDS];
 	}
 	/* another run dir gets another parent; the default run dir gets plain "dsec" */
