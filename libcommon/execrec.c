@@ -653,9 +653,10 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 	    json_integer((json_int_t)(j->ru.ru_utime.tv_sec + j->ru.ru_stime.tv_sec) * 1000000 +
 			 j->ru.ru_utime.tv_usec + j->ru.ru_stime.tv_usec));
 	json_object_set_new(x, "max_rss_kb", json_integer(j->ru.ru_maxrss));
+	/* the sandbox's totals so far (resource.h), for cost per rollout; part of the result, so
+	 * a journal replays it as it was */
+	json_object_set_new(x, "usage", dsec_res_usage_json(&j->tc->t.sb));
 	json_object_set_new(rec, "exec", x);
-	/* the sandbox's totals so far (resource.h), for cost per rollout */
-	json_object_set_new(rec, "usage", dsec_res_usage_json(&j->tc->t.sb));
 	j->rec = NULL;
 	seq = j->seq;
 	js = j->js;

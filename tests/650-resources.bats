@@ -183,8 +183,8 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	run sh -c "echo '{\"id\":\"$ID\"}' | dsec-exec -- sh -c 'i=0; while [ \$i -lt 20000 ]; do i=\$((i+1)); done; dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null'"
 	[ "$status" -eq 0 ]
 	rec=$(records)
-	json_has "$rec" '.usage.cpu_us > 0 and .usage.memory_peak >= 8388608'
-	json_has "$rec" '.usage | has("io_read_bytes") and has("io_write_bytes") and has("pids")'
+	json_has "$rec" '.exec.usage.cpu_us > 0 and .exec.usage.memory_peak >= 8388608'
+	json_has "$rec" '.exec.usage | has("io_read_bytes") and has("io_write_bytes") and has("pids")'
 	run dsec-ps "$ID"
 	json_has "$(records)" '.usage.cpu_us > 0 and .usage.memory_peak >= 8388608'
 	json_is "$(records)" .class ls
