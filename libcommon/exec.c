@@ -47,7 +47,7 @@ struct exec_ctx {
 	const struct dsec_exec_target *t;
 	const struct dsec_exec_spec *s;
 	int sock;
-	int procs[DSEC_CG_NCTRL + 1]; /* v1: cgroup.procs fds to write "0" into, -1 ends */
+	int procs[DSEC_CG_NCTRL + 1]; /* v1: tasks fds to write "0" into, -1 ends */
 	sigset_t ignored;             /* signals the caller ignores (SIG_IGN survives exec) */
 	int devnull;                  /* the host's /dev/null, for fds the spec leaves at -1 */
 };
@@ -86,7 +86,10 @@ int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dse
 		for (i = 0; i < DSEC_CG_NCTRL; i++) {
 			if (!t->sb.cg.v1[i][0])
 				continue;
-			snprintf(path, sizeof(path), "%s/cgroup.procs", t->sb.cg.v1[i]);
+			/* tasks, not cgroup.procs: moving the calling thread alone (the child is
+			 * single-threaded) skips the write lock on cgroup_threadgroup_rwsem, which
+			 * waits for an RCU grace period, milliseconds, at every exec */
+			snprintf(path, sizeof(path), "%s/tasks", t->sb.cg.v1[i]);
 			t->cgprocs[i] = open(path, O_WRONLY | O_CLOEXEC);
 			if (t->cgprocs[i] < 0) {
 				dsec_err_sys(err, "%s: open '%s'", id, path);
@@ -501,7 +504,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		if (pr->cgver) {
 			char path[sizeof(pr->cg) + 16];
 
-			snprintf(path, sizeof(path), "%s/cgroup.procs", pr->cg);
+			snprintf(path, sizeof(path), "%s/tasks", pr->cg);
 			execprocs = open(path, O_WRONLY | O_CLOEXEC);
 			if (execprocs < 0) {
 				dsec_err_sys(err, "%s: open '%s'", t->sb.id, path);
