@@ -383,21 +383,54 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 	child_command(c);
 }
 
-/* The signals this process ignores or handles, looked up once (64 system calls): dsec-exec
- * sets its dispositions before its first exec and keeps them. */
+/* Signals set in the hex mask after "key" in /proc/self/status. 0, or -1 when missing. */
+static int status_mask(const char *buf, const char *key, sigset_t *set)
+{
+	const char *p = strstr(buf, key);
+	unsigned long long m;
+	char *end;
+	int i;
+
+	if (!p)
+		return -1;
+	m = strtoull(p + strlen(key), &end, 16);
+	if (end == p + strlen(key))
+		return -1;
+	for (i = 1; i < NSIG && i <= 64; i++)
+		if (m & (1ULL << (i - 1)))
+			sigaddset(set, i);
+	return 0;
+}
+
+/* The signals this process ignores or handles, looked up once: dsec-exec sets its
+ * dispositions before its first exec and keeps them. From /proc/self/status (one read, where
+ * asking sigaction for each signal takes 64 system calls, 0.1 ms here), else one by one. */
 static void ignored_signals(sigset_t *set)
 {
 	static sigset_t cached;
 	static int done;
-	int i;
+	char buf[4096];
+	ssize_t len = -1;
+	int i, fd;
 
 	if (!done) {
 		sigemptyset(&cached);
-		for (i = 1; i < NSIG; i++) {
-			struct sigaction sa;
+		fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			len = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+		}
+		if (len > 0)
+			buf[len] = '\0';
+		if (len <= 0 || status_mask(buf, "\nSigIgn:", &cached) < 0 ||
+		    status_mask(buf, "\nSigCgt:", &cached) < 0) {
+			sigemptyset(&cached);
+			for (i = 1; i < NSIG; i++) {
+				struct sigaction sa;
 
-			if (sigaction(i, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL)
-				sigaddset(&cached, i);
+				if (sigaction(i, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL)
+					sigaddset(&cached, i);
+			}
 		}
 		done = 1;
 	}
