@@ -43,6 +43,14 @@ $(B)/gen/seccomp-builtin.c: $(B)/seccomp-gen
 $(B)/lib/seccomp-builtin.o: $(B)/gen/seccomp-builtin.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# dsec-exec starts once per command: with its libraries linked in statically (where their .a
+# files exist) libc is the only object the loader maps and relocates at each start, not four.
+# libarchive stays out: dsec-exec cp loads it when it needs it.
+EXEC_LIBS := $(foreach l,jansson seccomp cap,$(filter /%,$(shell $(CC) -print-file-name=lib$(l).a)))
+ifeq ($(words $(EXEC_LIBS)),3)
+$(B)/dsec-exec: LDLIBS = $(EXEC_LIBS) -lm
+endif
+
 $(B)/dsec-%: cmd/dsec-%.c $(B)/libcommon.a $(wildcard libcommon/*.h)
 	$(CC) $(CFLAGS) -o $@ $< $(B)/libcommon.a $(LDFLAGS) $(LDLIBS)
 
