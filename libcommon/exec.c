@@ -358,7 +358,9 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 
 	/* Not dumpable while it holds host descriptors and, after dropping capabilities, looks
 	 * like any process of the sandbox: no ptrace, no /proc/PID/fd from inside. exec makes the
-	 * command dumpable again. */
+	 * command dumpable again. The flag belongs to the memory: a child sharing the caller's
+	 * (CLONE_VM) leaves the caller undumpable too, which suits a tool working for the host
+	 * next to sandboxes. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	close(c->peer);
 	for (i = 0; c->procs[i] >= 0; i++)
