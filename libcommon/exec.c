@@ -50,7 +50,7 @@ struct exec_ctx {
 	int sock, peer;               /* the child's end of the sync socket, and the caller's */
 	int procs[DSEC_CG_NCTRL + 1]; /* v1: tasks fds to write "0" into, -1 ends */
 	sigset_t ignored;             /* signals not at SIG_DFL in the caller: reset in the child */
-	sigset_t mask;                /* the caller's signal mask (the child starts all blocked) */
+	sigset_t mask;                /* the caller's signal mask, restored after the clone */
 	int devnull;                  /* the host's /dev/null, for fds the spec leaves at -1 */
 };
 
@@ -404,19 +404,21 @@ static int status_mask(const char *buf, const char *key, sigset_t *set)
 	return 0;
 }
 
-/* The signals this process ignores or handles, looked up once: dsec-exec sets its
- * dispositions before its first exec and keeps them. From /proc/self/status (one read, where
- * asking sigaction for each signal takes 64 system calls, 0.1 ms here), else one by one. */
-static void ignored_signals(sigset_t *set)
+/* The signals this process ignores or handles (*set), and those it handles (*caught), looked
+ * up once: dsec-exec sets its dispositions before its first exec and keeps them. From
+ * /proc/self/status (one read, where asking sigaction for each signal takes 64 system calls,
+ * 0.1 ms here), else one by one. */
+static void ignored_signals(sigset_t *set, sigset_t *caught)
 {
-	static sigset_t cached;
+	static sigset_t ign, cgt;
 	static int done;
 	char buf[4096];
 	ssize_t len = -1;
 	int i, fd;
 
 	if (!done) {
-		sigemptyset(&cached);
+		sigemptyset(&ign);
+		sigemptyset(&cgt);
 		fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 		if (fd >= 0) {
 			len = read(fd, buf, sizeof(buf) - 1);
@@ -424,19 +426,22 @@ static void ignored_signals(sigset_t *set)
 		}
 		if (len > 0)
 			buf[len] = '\0';
-		if (len <= 0 || status_mask(buf, "\nSigIgn:", &cached) < 0 ||
-		    status_mask(buf, "\nSigCgt:", &cached) < 0) {
-			sigemptyset(&cached);
+		if (len <= 0 || status_mask(buf, "\nSigIgn:", &ign) < 0 ||
+		    status_mask(buf, "\nSigCgt:", &cgt) < 0) {
+			sigemptyset(&ign);
+			sigemptyset(&cgt);
 			for (i = 1; i < NSIG; i++) {
 				struct sigaction sa;
 
-				if (sigaction(i, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL)
-					sigaddset(&cached, i);
+				if (sigaction(i, NULL, &sa) < 0 || sa.sa_handler == SIG_DFL)
+					continue;
+				sigaddset(sa.sa_handler == SIG_IGN ? &ign : &cgt, i);
 			}
 		}
 		done = 1;
 	}
-	*set = cached;
+	sigorset(set, &ign, &cgt);
+	*caught = cgt;
 }
 
 /* A stack for children that share our memory, made once: the caller waits (CLONE_VFORK) until
@@ -579,7 +584,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
 	struct exec_msg m, got = {0};
 	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0;
-	sigset_t all;
+	sigset_t caught;
 	void *vm;
 	pid_t child;
 
@@ -588,7 +593,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	if (!policy_sc && dsec_exec_policy(NULL, err) < 0)
 		return DSEC_EXEC_FAILED;
 	pr->start_us = dsec_now_us();
-	ignored_signals(&c.ignored);
+	ignored_signals(&c.ignored, &caught);
 	/* Share our memory and wait until the child has exec'd, like posix_spawn: no page tables
 	 * to copy and no copy-on-write faults in either process, the largest cost of an exec
 	 * here after the exec itself. Not for fn, which runs while the caller goes on. */
@@ -644,10 +649,10 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	}
 	ca.flags |= CLONE_PIDFD;
 	ca.pidfd = (uint64_t)(uintptr_t)&pr->pidfd;
-	/* The child starts with every signal blocked and unblocks them after resetting the
-	 * dispositions: no handler of ours runs in it. */
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, &c.mask);
+	/* The child starts with every signal we handle blocked and unblocks them after resetting
+	 * the dispositions: no handler of ours runs in it. Signals left at their default stay
+	 * open: one that kills still kills us while we wait for the child's exec. */
+	sigprocmask(SIG_BLOCK, &caught, &c.mask);
 	c.peer = sv[0];
 #if HAVE_CLONE3_VM
 	if (vm) {
