@@ -493,6 +493,12 @@ static long clone3_vm(struct exec_clone_args *ca, void (*fn)(struct exec_ctx *),
 }
 #define HAVE_CLONE3_VM 1
 #else
+/* elsewhere: fork-style clone3 (the child gets a copy of our memory) */
+static long clone3_vm(struct exec_clone_args *ca, void (*fn)(struct exec_ctx *), struct exec_ctx *c)
+{
+	(void)ca, (void)fn, (void)c;
+	return -ENOSYS;
+}
 #define HAVE_CLONE3_VM 0
 #endif
 
@@ -654,7 +660,6 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	 * open: one that kills still kills us while we wait for the child's exec. */
 	sigprocmask(SIG_BLOCK, &caught, &c.mask);
 	c.peer = sv[0];
-#if HAVE_CLONE3_VM
 	if (vm) {
 		long r;
 
@@ -664,9 +669,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		r = clone3_vm(&ca, child_enter, &c);
 		child = r < 0 ? -1 : (pid_t)r;
 		e = r < 0 ? (int)-r : 0;
-	} else
-#endif
-	{
+	} else {
 		child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
 		if (child == 0)
 			child_enter(&c);
