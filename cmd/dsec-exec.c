@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <poll.h>
@@ -130,6 +131,7 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 	struct termios saved;
 	struct sigaction sa = {.sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART};
 	int r, st = 0, raw = 0, timed_out = 0;
+	uint64_t t0 = dsec_now_us(), t1, t2;
 	unsigned i;
 
 	if (dsec_exec_target_open(paths, id, &t, &err) < 0) {
@@ -147,7 +149,9 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 	s.killable = timeout_us > 0;
 	if (tty && ioctl(0, TIOCGWINSZ, &s.ws) < 0 && ioctl(1, TIOCGWINSZ, &s.ws) < 0)
 		s.ws.ws_row = 0;
+	t1 = dsec_now_us();
 	r = dsec_exec_start(&t, &s, &pr, &err);
+	t2 = dsec_now_us();
 	if (r < 0) {
 		dsec_errorx("%s: %s", id, err.msg);
 		dsec_env_free(&env);
@@ -188,6 +192,10 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 	if (dsec_exec_wait(&pr, 0, &st, NULL, &err) < 0)
 		st = W_EXITCODE(125, 0);
 	fg_pidfd = -1;
+	if (dsec_verbose > 1)
+		dsec_infox("%s: open %llu us, start (clone to exec) %llu us, run %llu us", id,
+			   (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
+			   (unsigned long long)(dsec_now_us() - t2));
 	dsec_exec_release(&pr);
 	dsec_exec_target_close(&t);
 	if (timed_out) {
@@ -269,8 +277,13 @@ int main(int argc, char **argv)
 	long failed;
 	const char *seccomp = NULL, *journal = NULL;
 	int jflags = 0;
+	uint32_t seed = 0;
 
 	dsec_prog = "dsec-exec";
+	/* jansson seeds its hash function from /dev/urandom (open, read, close) at the first
+	 * object: one getrandom call is cheaper at every start */
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == sizeof(seed) && seed)
+		json_object_seed(seed);
 	/* 0, 1 and 2 open, so no descriptor made later takes their place */
 	while ((c = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && c <= 2)
 		fcntl(c, F_SETFD, 0);

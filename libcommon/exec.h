@@ -2,12 +2,13 @@
  * talked to or trusted. The caller points the pid namespace of its future children at the
  * holder's (setns(pidfd, CLONE_NEWPID)), clone3s the command straight into it (and on v2 into
  * the cgroup: CLONE_INTO_CGROUP), and goes back to its own; the command's process joins the
- * cgroup (v1: cgroup.procs) and every other namespace of the holder at once (setns on the
- * holder's pidfd). One clone per exec, and the command is the caller's own child: wait4() gives
- * its status and rusage. Before exec the
- * command's process closes every inherited descriptor, resets signals, sets no_new_privs and
- * drops capabilities to dsec's default set. Setup errors come back whole (struct dsec_err) over a
- * CLOEXEC socket, the crun way.
+ * cgroup (v1: each hierarchy's tasks file) and every other namespace of the holder at once
+ * (setns on the holder's pidfd). One clone per exec, and the command is the caller's own child:
+ * wait4() gives its status and rusage. On x86_64 the clone shares the caller's memory and the
+ * caller waits until the exec (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page tables
+ * copied, no copy-on-write faults. Before exec the command's process closes every inherited
+ * descriptor, resets signals, sets no_new_privs and drops capabilities to dsec's default set.
+ * Setup errors come back whole (struct dsec_err) over a CLOEXEC socket, the crun way.
  *
  * Killing the whole tree: an exec made killable gets a cgroup of its own below the sandbox's
  * (v2: <sandbox>/exec-<n>, killed with cgroup.kill; v1: freezer/<sandbox>/exec-<n>, frozen,
@@ -42,7 +43,7 @@ struct dsec_exec_target {
 	struct dsec_sandbox sb;
 	int pidfd;
 	int nsflags;
-	int cgprocs[DSEC_CG_NCTRL]; /* v1: cgroup.procs of each controller (freezer too), or -1 */
+	int cgprocs[DSEC_CG_NCTRL]; /* v1: tasks file of each controller (freezer too), or -1 */
 	int cgdir;                  /* v2: the sandbox's cgroup dir, or -1 */
 };
 

@@ -22,7 +22,14 @@
 
 struct dsec_seccomp {
 	struct sock_fprog prog;
+	int builtin; /* prog.filter is dsec_seccomp_builtin, not ours to free */
 };
+
+/* The default profile as compiled at build time by seccomp-gen (build/gen/seccomp-builtin.c):
+ * libseccomp needs milliseconds for it, at every start of dsec-exec. A length of 0 (in
+ * seccomp-gen itself) means: compile it now. */
+extern const struct sock_filter dsec_seccomp_builtin[];
+extern const unsigned dsec_seccomp_builtin_len;
 
 #define MAX_RULES 1024
 #define MAX_NAMES 1024 /* per rule */
@@ -726,6 +733,11 @@ static int prepare_buf(const char *buf, size_t len, const char *source, struct d
 	return rc < 0 ? dsec_err_wrap(err, "seccomp profile '%s'", source) : 0;
 }
 
+int dsec_seccomp_compile_default(struct dsec_seccomp **out, struct dsec_err *err)
+{
+	return build(NULL, out, err) < 0 ? dsec_err_wrap(err, "default seccomp profile") : 0;
+}
+
 int dsec_seccomp_prepare(const char *path, struct dsec_seccomp **out, struct dsec_err *err)
 {
 	struct stat st;
@@ -733,9 +745,19 @@ int dsec_seccomp_prepare(const char *path, struct dsec_seccomp **out, struct dse
 	ssize_t n;
 	int fd, rc;
 
+	if (!path && dsec_seccomp_builtin_len) {
+		struct dsec_seccomp *sc = calloc(1, sizeof(*sc));
+
+		if (!sc)
+			return dsec_err_set(err, ENOMEM, "default seccomp profile: out of memory");
+		sc->prog.len = (unsigned short)dsec_seccomp_builtin_len;
+		sc->prog.filter = (struct sock_filter *)dsec_seccomp_builtin;
+		sc->builtin = 1;
+		*out = sc;
+		return 0;
+	}
 	if (!path)
-		return build(NULL, out, err) < 0 ? dsec_err_wrap(err, "default seccomp profile")
-						 : 0;
+		return dsec_seccomp_compile_default(out, err);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return dsec_err_sys(err, "seccomp profile '%s'", path), one_line(err);
@@ -796,6 +818,7 @@ void dsec_seccomp_free(struct dsec_seccomp *sc)
 {
 	if (!sc)
 		return;
-	free(sc->prog.filter);
+	if (!sc->builtin)
+		free(sc->prog.filter);
 	free(sc);
 }

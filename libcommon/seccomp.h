@@ -7,6 +7,9 @@
  * A custom profile is a small JSON file, dsec-seccomp(5); {"default":"allow"} filters nothing
  * but foreign ABIs (for tests that show a probe failing without the filter).
  *
+ * The default profile is compiled to BPF at build time (seccomp-gen), so loading it costs no
+ * libseccomp work at run time; custom profiles are compiled when prepared.
+ *
  * Use (dsec-exec):
  *   parent, once:  dsec_seccomp_prepare(path_or_NULL, &sc, &err);
  *                  dsec_caps_prepare(NULL, &caps, &err);            (caps.h)
@@ -26,11 +29,17 @@ struct dsec_seccomp; /* opaque: the compiled BPF program and where it came from 
 /* Largest profile file accepted, in bytes. */
 #define DSEC_SECCOMP_MAX_FILE (1 << 20)
 
-/* Build the filter from the profile file at path, or the compiled-in default when path is
- * NULL, and compile it to BPF. On success *out owns a new object (dsec_seccomp_free).
+/* Build the filter from the profile file at path and compile it to BPF, or, when path is
+ * NULL, take the default profile's program compiled at build time. On success *out owns a new object (dsec_seccomp_free).
  * Returns 0, or -1 with err naming the file and, for a bad profile, the member at fault
  * ("rules[2].names[0]: unknown system call 'fooo'"). Allocates: call before fork. */
 int dsec_seccomp_prepare(const char *path, struct dsec_seccomp **out, struct dsec_err *err);
+
+/* The compiled-in default profile compiled by libseccomp now, as dsec_seccomp_prepare(NULL)
+ * did before the build started doing it once (seccomp-gen writes this program out as a C
+ * array; the unit test checks that both agree byte for byte). Same contract as
+ * dsec_seccomp_prepare. */
+int dsec_seccomp_compile_default(struct dsec_seccomp **out, struct dsec_err *err);
 
 /* Like dsec_seccomp_prepare for a profile held in memory (len bytes of JSON, not necessarily
  * NUL-terminated); source names it in messages. Used by the fuzzer and the tests. */

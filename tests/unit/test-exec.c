@@ -66,6 +66,11 @@ static int run(struct dsec_exec_target *t, const char *const *argv, char *out, s
 	return st;
 }
 
+static void on_usr2(int sig)
+{
+	(void)sig;
+}
+
 static int count_lines(const char *path)
 {
 	char buf[4096];
@@ -209,6 +214,20 @@ int main(int argc, char **argv)
 	}
 	h = make_holder(&u);
 	ok(h > 0, "holder %d", (int)h);
+	/* Dispositions and a mask the command must not inherit: the child shares our memory
+	 * until exec (CLONE_VM), so none of our handlers may run there either. Set before the
+	 * first start, which looks them up once. */
+	{
+		struct sigaction sa = {.sa_handler = on_usr2};
+		sigset_t term;
+
+		signal(SIGUSR1, SIG_IGN);
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR2, &sa, NULL);
+		sigemptyset(&term);
+		sigaddset(&term, SIGTERM);
+		sigprocmask(SIG_BLOCK, &term, NULL);
+	}
 	memset(&t, 0, sizeof(t));
 	snprintf(t.sb.id, sizeof(t.sb.id), "sb-unit");
 	t.pidfd = (int)syscall(SYS_pidfd_open, h, 0);
@@ -241,6 +260,20 @@ int main(int argc, char **argv)
 				    "amb=0000000000000000"),
 		   "caps: %s", out);
 		ok(run(&t, a5, out, sizeof(out), 0) == 0 && !strcmp(out, "1"), "no_new_privs");
+		{
+			const char *sig[] = {"awk",
+					     "/^Sig(Blk|Ign|Cgt)/ { printf \"%s%s \", $1, $2 }",
+					     "/proc/self/status", NULL};
+			sigset_t now;
+
+			ok(run(&t, sig, out, sizeof(out), 0) == 0 &&
+			       !strcmp(out, "SigBlk:0000000000000000 SigIgn:0000000000000000 "
+					    "SigCgt:0000000000000000 "),
+			   "no signal blocked, ignored or caught in the command: %s", out);
+			sigprocmask(SIG_SETMASK, NULL, &now);
+			ok(sigismember(&now, SIGTERM) == 1 && sigismember(&now, SIGUSR2) == 0,
+			   "the caller's signal mask is back after start");
+		}
 		st = run(&t, a6, out, sizeof(out), 0);
 		ok(WIFEXITED(st) && WEXITSTATUS(st) == 7, "exit status 7");
 		ok(run(&t, a7, out, sizeof(out), 0) == DSEC_EXEC_NOT_FOUND, "missing command");

@@ -1169,6 +1169,32 @@ static void bpf_properties(const struct dsec_seccomp *sc)
 	   bad_pers);
 }
 
+/* The program built in at compile time (seccomp-gen) is exactly what libseccomp makes of the
+ * default profile now: same length, same bytes, so the architecture checks (x86_64, x32 and
+ * i386 denied) and every rule are the ones the profile says. */
+static void builtin_matches(const struct dsec_seccomp *builtin)
+{
+	struct dsec_seccomp *now = NULL;
+	struct dsec_err err = {0};
+	const struct sock_fprog *a = dsec_seccomp_prog(builtin), *b;
+	uint64_t t0 = dsec_now_us(), t1;
+
+	ok(dsec_seccomp_compile_default(&now, &err) == 0, "libseccomp compiles the default: %s",
+	   err.msg);
+	t1 = dsec_now_us();
+	printf("# libseccomp compile + export: %llu us\n", (unsigned long long)(t1 - t0));
+	b = dsec_seccomp_prog(now);
+	ok(a && b && a->len == b->len && a->len > 0,
+	   "built-in program has libseccomp's length (%u, %u)", a ? a->len : 0, b ? b->len : 0);
+	ok(a && b && a->len == b->len &&
+	       memcmp(a->filter, b->filter, a->len * sizeof(*a->filter)) == 0,
+	   "built-in program equals libseccomp's, byte for byte");
+	ok(a && a->filter[0].code == (BPF_LD | BPF_W | BPF_ABS) &&
+	       a->filter[0].k == offsetof(struct seccomp_data, arch),
+	   "built-in program starts with the architecture check");
+	dsec_seccomp_free(now);
+}
+
 int main(int argc, char **argv)
 {
 	struct dsec_seccomp *sc = NULL;
@@ -1186,8 +1212,9 @@ int main(int argc, char **argv)
 	t0 = dsec_now_us();
 	ok(dsec_seccomp_prepare(NULL, &sc, &err) == 0, "default profile compiles: %s", err.msg);
 	t1 = dsec_now_us();
-	printf("# prepare (parse + compile + export): %llu us, %zu BPF instructions\n",
+	printf("# prepare (built in): %llu us, %zu BPF instructions\n",
 	       (unsigned long long)(t1 - t0), dsec_seccomp_insns(sc));
+	builtin_matches(sc);
 	ok(dsec_caps_prepare(NULL, &caps, &err) == 0, "default capabilities: %s", err.msg);
 	if (!sc || !caps)
 		return tap_done();
