@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "jsonl.h"
+#include "net.h"
 #include "pool.h"
 #include "sandbox.h"
 #include "state.h"
@@ -17,7 +18,8 @@ static const char usage[] =
     "   or: ... | dsec-spawn [-n N] [OPTION]...\n"
     "Create sandboxes from IMAGE and print one JSON record per sandbox. Without --image, read\n"
     "one spec record per line on standard input (keys: image, cpus, memory, pids, disk, net,\n"
-    "ttl, env, hostname, labels); the options then give the defaults, and every other member\n"
+    "ttl, env, hostname, labels, allow, bandwidth); the options then give the defaults, and every "
+    "other member\n"
     "of a record passes through to its output.\n"
     "\n"
     "  -i, --image IMAGE     image from the layer store (see dsec-layer)\n"
@@ -26,7 +28,11 @@ static const char usage[] =
     "      --memory SIZE     memory limit, e.g. 512M (default 1G)\n"
     "      --pids N          maximum number of tasks (default 512)\n"
     "      --disk SIZE       size of the writable layer, a tmpfs (default 1G)\n"
-    "      --net MODE        none (own network namespace, loopback only; default) or host\n"
+    "      --net MODE        none (own network namespace, loopback only; default), host, or\n"
+    "                        nat (own veth behind the node's dsec bridge, NAT, allow-list)\n"
+    "      --allow RULE      nat: let it reach ADDR[/PREFIX][:PORT] or NAME[:PORT] (names\n"
+    "                        resolved at spawn; preset: pypi); repeatable; else all dropped\n"
+    "      --bandwidth RATE  nat: cap each direction at RATE bits/s, e.g. 10mbit\n"
     "      --ttl DURATION    lifetime before dsec-reap --expired takes it (default 1h; 0 = none)\n"
     "      --env K=V         environment for commands run in it (repeatable)\n"
     "      --hostname H      host name inside (default: the sandbox id)\n"
@@ -54,7 +60,9 @@ enum {
 	OPT_ENV,
 	OPT_HOSTNAME,
 	OPT_LABEL,
-	OPT_WARM_ONLY
+	OPT_WARM_ONLY,
+	OPT_ALLOW,
+	OPT_BANDWIDTH
 };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
@@ -70,6 +78,8 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"hostname", required_argument, NULL, OPT_HOSTNAME},
 					 {"label", required_argument, NULL, OPT_LABEL},
 					 {"warm-only", no_argument, NULL, OPT_WARM_ONLY},
+					 {"allow", required_argument, NULL, OPT_ALLOW},
+					 {"bandwidth", required_argument, NULL, OPT_BANDWIDTH},
 					 {NULL, 0, NULL, 0}};
 
 #define MAX_TTL_US (3650ULL * 86400 * 1000000)
@@ -81,8 +91,9 @@ struct spec {
 	uint64_t ttl_us;
 	enum dsec_net net;
 	const char *hostname;
-	json_t *env;    /* array of "K=V" */
-	json_t *labels; /* object */
+	json_t *env;                 /* array of "K=V" */
+	json_t *labels;              /* object */
+	struct dsec_net_policy *pol; /* nat: allow-list and bandwidth */
 };
 
 /* The long name of option code c, for messages. */
@@ -193,6 +204,28 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 			return dsec_err_set(err, EINVAL, "'env': want an array or object");
 		}
 	}
+	if (json_object_get(rec, "allow") || json_object_get(rec, "bandwidth")) {
+		json_t *e;
+		size_t i;
+
+		/* the record's allow-list adds to the options' */
+		s->pol = memcpy(malloc(sizeof(*s->pol)), s->pol, sizeof(*s->pol));
+		v = json_object_get(rec, "allow");
+		if (v && !json_is_array(v))
+			return dsec_err_set(err, EINVAL, "'allow': want an array of strings");
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e))
+				return dsec_err_set(err, EINVAL, "'allow': want strings");
+			if (dsec_net_allow_parse(json_string_value(e), s->pol, err) < 0)
+				return -1;
+		}
+		if ((v = json_object_get(rec, "bandwidth")) &&
+		    (!json_is_string(v) ||
+		     dsec_net_rate_parse(json_string_value(v), &s->pol->rate, err) < 0))
+			return dsec_err_set(err, EINVAL,
+					    "'bandwidth': want a rate, e.g. \"10mbit\"");
+	}
 	if ((v = json_object_get(rec, "labels"))) {
 		json_t *e;
 		const char *k;
@@ -229,7 +262,7 @@ static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, 
 	json_object_set_new(rec, "limits", lim);
 	json_object_set_new(rec, "ttl",
 			    json_integer((json_int_t)((sb->ttl_us + 999999) / 1000000)));
-	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(rec, "net", json_string(dsec_net_mode_name(sb->net)));
 	json_object_set_new(rec, "pid", json_integer(sb->holder_pid));
 	return rec;
 }
@@ -240,7 +273,7 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 {
 	struct dsec_sandbox sb;
 	struct dsec_err err = {0};
-	json_t *rec = json_deep_copy(in);
+	json_t *rec = json_deep_copy(in), *nat = NULL;
 	uint64_t t0;
 	int rc, warm = 0;
 
@@ -270,10 +303,18 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	} else {
 		rc = warm < 0 ? -1 : dsec_sandbox_create(paths, &sb, &err);
 		sb.env = sb.labels = NULL; /* borrowed from s */
+		/* --net nat: the veth into the holder's namespace, right after it started */
+		if (rc == 0 && sb.net == DSEC_NET_NAT &&
+		    dsec_net_attach(paths, &sb, s->pol, &nat, &err) < 0) {
+			dsec_sandbox_destroy(paths, &sb, NULL);
+			rc = -1;
+		}
 	}
 	if (rc < 0)
 		goto failed;
 	record_for(rec, &sb, warm == 1, dsec_now_us() - t0);
+	if (nat)
+		json_object_set_new(rec, "nat", nat);
 	if (dsec_jsonl_emit(rec, &err) < 0) {
 		/* nobody will learn of this sandbox: take it back */
 		dsec_sandbox_destroy(paths, &sb, NULL);
@@ -320,12 +361,14 @@ int main(int argc, char **argv)
 	    .lim = {DSEC_DEFAULT_CPUS, DSEC_DEFAULT_MEMORY, DSEC_DEFAULT_PIDS, DSEC_DEFAULT_DISK},
 	    .ttl_us = DSEC_DEFAULT_TTL_US,
 	    .net = DSEC_NET_NONE};
+	static struct dsec_net_policy defpol;
 	long long n = 1;
 	int c, failed = 0, lock;
 
 	dsec_prog = "dsec-spawn";
 	def.env = json_array();
 	def.labels = json_object();
+	def.pol = &defpol;
 	while ((c = getopt_long(argc, argv, "hVqvi:n:", longopts, NULL)) != -1) {
 		char *eq;
 
@@ -367,6 +410,14 @@ int main(int argc, char **argv)
 		case OPT_WARM_ONLY:
 			warm_only = 1;
 			break;
+		case OPT_ALLOW:
+			if (dsec_net_allow_parse(optarg, &defpol, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_BANDWIDTH:
+			if (dsec_net_rate_parse(optarg, &defpol.rate, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
 		case OPT_LABEL:
 			eq = strchr(optarg, '=');
 			if (!eq || eq == optarg)
@@ -380,6 +431,8 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		dsec_usage_error("unexpected argument '%s'", argv[optind]);
+	if ((defpol.n || defpol.rate) && def.image && def.net != DSEC_NET_NAT)
+		dsec_usage_error("--allow and --bandwidth need --net nat");
 	if (!def.image && isatty(STDIN_FILENO))
 		dsec_usage_error("no --image and no spec records on standard input");
 	dsec_cli_paths(&cli, &paths);
@@ -422,6 +475,8 @@ int main(int argc, char **argv)
 					r = spawn_n(&paths, rec, &s, n, &failed);
 					json_decref(s.env);
 					json_decref(s.labels);
+					if (s.pol != def.pol)
+						free(s.pol);
 					json_decref(rec);
 					if (r < 0)
 						break;
@@ -429,6 +484,8 @@ int main(int argc, char **argv)
 				}
 				json_decref(s.env);
 				json_decref(s.labels);
+				if (s.pol != def.pol)
+					free(s.pol);
 			}
 			r = dsec_jsonl_emit(rec, &err);
 			json_decref(rec);
