@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "jsonl.h"
+#include "net.h"
 #include "pool.h"
 #include "sandbox.h"
 #include "state.h"
@@ -23,7 +24,8 @@ static const char usage[] =
     "  -a, --all             reap every sandbox of the run dir, then its template namespace\n"
     "      --expired         reap the sandboxes whose TTL has run out\n"
     "      --orphans         clean up after crashed tools: state without a live holder, cgroups\n"
-    "                        without state, sandboxes whose creator died before handing them out\n"
+    "                        without state, sandboxes whose creator died before handing them out,\n"
+    "                        --net nat rules and addresses of sandboxes that are gone\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
     "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
     "  -q, --quiet           no warnings\n"
@@ -171,6 +173,11 @@ int main(int argc, char **argv)
 			dsec_err_print(&err);
 			failed = 1;
 		}
+		/* --net nat: rules, veth and lease of sandboxes whose state is gone */
+		if (dsec_net_orphans(&paths, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+		}
 		/* warm pools: drop ready entries whose sandbox is gone */
 		if (dsec_pool_cleanup(&paths, &err) < 0) {
 			dsec_err_print(&err);
@@ -214,6 +221,7 @@ int main(int argc, char **argv)
 		lock = dsec_lock(path, 1, 0, &err);
 		if (lock >= 0) {
 			if (dsec_sandbox_orphans(&paths, orphan_fn, NULL, &err) < 0 ||
+			    dsec_net_orphans(&paths, &err) < 0 ||
 			    dsec_run_cleanup(&paths, &err) < 0) {
 				dsec_err_print(&err);
 				failed = 1;
