@@ -7,6 +7,10 @@
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_link.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/pkt_sched.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -306,7 +310,7 @@ static int conf_load(const struct dsec_paths *p, struct net_conf *c, struct dsec
 /* ---- netlink ---- */
 
 struct nlbuf {
-	char b[2048] __attribute__((aligned(NLMSG_ALIGNTO)));
+	char b[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
 	size_t len, msg; /* total; offset of the message being built */
 	unsigned n;
 	uint32_t seq0;
@@ -329,6 +333,20 @@ static void nl_msg(struct nlbuf *nb, int type, int flags, const void *hdr, size_
 	nb->msg = nb->len;
 	nl_put(nb, &h, sizeof(h));
 	nl_put(nb, hdr, hlen);
+}
+
+/* nfnetlink batch begin/end: no ack asked, not counted (an error answers with seq0 + 60). */
+static void nl_batch(struct nlbuf *nb, int type)
+{
+	struct nlmsghdr h = {
+	    .nlmsg_type = (uint16_t)type, .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = nb->seq0 + 60};
+	struct nfgenmsg g = {.nfgen_family = AF_UNSPEC,
+			     .version = NFNETLINK_V0,
+			     .res_id = htons(NFNL_SUBSYS_NFTABLES)};
+
+	nb->msg = nb->len;
+	nl_put(nb, &h, sizeof(h));
+	nl_put(nb, &g, sizeof(g));
 }
 
 static void nl_attr(struct nlbuf *nb, int type, const void *data, size_t len)
@@ -397,10 +415,17 @@ static int nl_talk(int fd, struct nlbuf *nb, const char *what, int ok_errno, str
 		for (h = (struct nlmsghdr *)rb; NLMSG_OK(h, (size_t)r); h = NLMSG_NEXT(h, r)) {
 			int e;
 
-			if (h->nlmsg_type != NLMSG_ERROR || h->nlmsg_seq < nb->seq0 ||
-			    h->nlmsg_seq >= nb->seq0 + nb->n)
+			if (h->nlmsg_type != NLMSG_ERROR)
 				continue;
 			e = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+			if (h->nlmsg_seq == nb->seq0 + 60 && e) {
+				/* the batch itself failed: nothing else will answer */
+				first = e;
+				left = 0;
+				break;
+			}
+			if (h->nlmsg_seq < nb->seq0 || h->nlmsg_seq >= nb->seq0 + nb->n)
+				continue;
 			if (e && e != ok_errno && !first) {
 				first = e;
 				at = h->nlmsg_seq - nb->seq0;
@@ -540,13 +565,15 @@ static int node_make(struct dsec_err *err)
 		 "add table inet dsec\n"
 		 "delete table inet dsec\n"
 		 "table inet dsec {\n"
-		 " map out { type ipv4_addr : verdict; }\n"
-		 " map in { type ipv4_addr : verdict; }\n"
+		 " set allow {\n"
+		 "  type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags interval;\n"
+		 " }\n"
 		 " chain forward {\n"
 		 "  type filter hook forward priority filter; policy accept;\n"
-		 "  iifname \"%1$s\" ip saddr vmap @out\n"
+		 "  iifname \"%1$s\" ct state established,related accept\n"
+		 "  iifname \"%1$s\" ip saddr . ip daddr . meta l4proto . th dport @allow accept\n"
 		 "  iifname \"%1$s\" drop\n"
-		 "  oifname \"%1$s\" ip daddr vmap @in\n"
+		 "  oifname \"%1$s\" ct state established,related accept\n"
 		 "  oifname \"%1$s\" drop\n"
 		 " }\n"
 		 " chain input {\n"
@@ -618,7 +645,7 @@ static int net_lock(const struct dsec_paths *p, struct dsec_err *err)
 
 /* ---- addresses ---- */
 
-int dsec_net_lease(int dirfd, int lockfd, uint32_t subnet, int prefix, const char *id,
+int dsec_net_lease(int dirfd, int lockfd, uint32_t subnet, int prefix, const char *text,
 		   uint32_t *addr, struct dsec_err *err)
 {
 	uint32_t size = 1U << (32 - prefix), cur = 0, first = 2, last = size - 2;
@@ -639,7 +666,7 @@ int dsec_net_lease(int dirfd, int lockfd, uint32_t subnet, int prefix, const cha
 				continue;
 			return dsec_err_sys(err, "lease '%s'", name);
 		}
-		if (write(fd, id, strlen(id)) != (ssize_t)strlen(id)) {
+		if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
 			dsec_err_sys(err, "lease '%s'", name);
 			close(fd);
 			unlinkat(dirfd, name, 0);
@@ -675,33 +702,135 @@ static int del_link(uint32_t a, struct dsec_err *err)
 	return nl_talk(node_sock, &nb, "delete veth", ENODEV, err);
 }
 
-/* Remove the rules, the veth (with link) and the lease of address a (whatever of them exists).
- * Without link the veth is left to the kernel: it goes with the sandbox's network namespace
- * when the last process there is gone, batched with others, where a RTM_DELLINK of our own
- * waits for an RCU grace period (measured here: 17 ms a veth). */
+/* ---- nftables: per sandbox, only elements of the set "allow" (raw nfnetlink: no
+ * libnftables per spawn, whose first command in a process costs milliseconds) ---- */
+
+static int nf_sock = -1;
+
+/* The set's key: saddr . daddr . l4proto . dport, each field in a 4-byte register. */
+struct elem {
+	uint8_t key[16], end[16];
+};
+
+static void elem_set(uint8_t *k, uint32_t sa, uint32_t da, uint8_t proto, uint16_t port)
+{
+	uint32_t s = htonl(sa), d = htonl(da);
+
+	memset(k, 0, 16);
+	memcpy(k, &s, 4);
+	memcpy(k + 4, &d, 4);
+	k[8] = proto;
+	k[12] = (uint8_t)(port >> 8);
+	k[13] = (uint8_t)port;
+}
+
+/* The elements of sandbox address a under pol: an entry with a port gives TCP and UDP to that
+ * port, one without every protocol and port. Returns the count (out has room for 2 per entry). */
+static unsigned policy_elems(uint32_t a, const struct dsec_net_policy *pol, struct elem *out)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < pol->n; i++) {
+		const struct dsec_net_allow *e = &pol->allow[i];
+		uint32_t mask = e->prefix ? ~0U << (32 - e->prefix) : 0;
+		uint32_t lo = e->addr & mask, hi = e->addr | ~mask;
+
+		if (e->port) {
+			static const uint8_t protos[] = {IPPROTO_TCP, IPPROTO_UDP};
+
+			for (int j = 0; j < 2; j++) {
+				elem_set(out[n].key, a, lo, protos[j], e->port);
+				elem_set(out[n].end, a, hi, protos[j], e->port);
+				n++;
+			}
+		} else {
+			elem_set(out[n].key, a, lo, 0, 0);
+			elem_set(out[n].end, a, hi, 255, 65535);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Add (or delete) elements e[0..n) in one transaction. */
+static int nft_elems(int type, const struct elem *e, unsigned n, int ok_errno, struct dsec_err *err)
+{
+	struct nfgenmsg g = {.nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0};
+	static struct nlbuf nb;
+	size_t list;
+
+	if (!n)
+		return 0;
+	if (nf_sock < 0 &&
+	    (nf_sock = socket_in(node_ns, AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER, err)) < 0)
+		return -1;
+	nl_init(&nb);
+	nl_batch(&nb, NFNL_MSG_BATCH_BEGIN);
+	nl_msg(&nb, (NFNL_SUBSYS_NFTABLES << 8) | type,
+	       type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0, &g, sizeof(g));
+	nl_str(&nb, NFTA_SET_ELEM_LIST_TABLE, "dsec");
+	nl_str(&nb, NFTA_SET_ELEM_LIST_SET, "allow");
+	list = nl_nest(&nb, NFTA_SET_ELEM_LIST_ELEMENTS);
+	for (unsigned i = 0; i < n; i++) {
+		size_t el = nl_nest(&nb, NFTA_LIST_ELEM), k;
+
+		k = nl_nest(&nb, NFTA_SET_ELEM_KEY);
+		nl_attr(&nb, NFTA_DATA_VALUE, e[i].key, 16);
+		nl_nest_end(&nb, k);
+		k = nl_nest(&nb, NFTA_SET_ELEM_KEY_END);
+		nl_attr(&nb, NFTA_DATA_VALUE, e[i].end, 16);
+		nl_nest_end(&nb, k);
+		nl_nest_end(&nb, el);
+	}
+	nl_nest_end(&nb, list);
+	nl_batch(&nb, NFNL_MSG_BATCH_END);
+	return nl_talk(nf_sock, &nb,
+		       type == NFT_MSG_NEWSETELEM ? "add allow-list" : "remove allow-list",
+		       ok_errno, err);
+}
+
+/* The lease file: the sandbox id, then one allow entry a line (what its elements are). */
+static int lease_read(const struct dsec_paths *p, const char *ip, char *id,
+		      struct dsec_net_policy *pol)
+{
+	char path[PATH_MAX], *buf = NULL, *line, *save = NULL;
+	int first = 1;
+
+	memset(pol, 0, sizeof(*pol));
+	id[0] = '\0';
+	snprintf(path, sizeof(path), "%s/net/leases/%s", p->run, ip);
+	if (dsec_read_file(AT_FDCWD, path, 1 << 20, &buf, NULL) < 0)
+		return -1;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (first)
+			snprintf(id, DSEC_ID_MAX, "%s", line);
+		else
+			dsec_net_allow_parse(line, pol, NULL);
+		first = 0;
+	}
+	free(buf);
+	return 0;
+}
+
+/* Remove the allow-list elements, the veth (with link) and the lease of address a (whatever
+ * of them exists). Without link the veth is left to the kernel: it goes with the sandbox's
+ * network namespace when the last process there is gone, batched with others, where a
+ * RTM_DELLINK of our own waits for an RCU grace period (measured here: 17 ms a veth). */
 static int teardown(const struct dsec_paths *p, uint32_t a, int link, struct dsec_err *err)
 {
-	char ip[INET_ADDRSTRLEN], cmds[1024], lease[PATH_MAX];
+	static struct dsec_net_policy pol;
+	static struct elem el[2 * DSEC_NET_ALLOW_MAX];
+	char ip[INET_ADDRSTRLEN], lease[PATH_MAX], id[DSEC_ID_MAX];
+	unsigned n;
 	int rc = 0;
 
 	ip_text(a, ip);
-	snprintf(cmds, sizeof(cmds),
-		 "delete element inet dsec out { %1$s }\n"
-		 "delete element inet dsec in { %1$s }\n"
-		 "flush chain inet dsec o_%2$08x\n"
-		 "delete chain inet dsec o_%2$08x\n"
-		 "flush chain inet dsec i_%2$08x\n"
-		 "delete chain inet dsec i_%2$08x\n",
-		 ip, a);
-	if (nft_run(cmds, NULL) < 0) {
-		/* partly made or partly removed: one command at a time, each may be gone */
-		char *line = cmds, *nl;
-
-		while ((nl = strchr(line, '\n'))) {
-			*nl = '\0';
-			nft_run(line, NULL);
-			line = nl + 1;
-		}
+	if (lease_read(p, ip, id, &pol) == 0) {
+		n = policy_elems(a, &pol, el);
+		if (nft_elems(NFT_MSG_DELSETELEM, el, n, ENOENT, NULL) < 0)
+			/* partly there (a transaction fails whole): one at a time */
+			for (unsigned i = 0; i < n; i++)
+				nft_elems(NFT_MSG_DELSETELEM, &el[i], 1, ENOENT, NULL);
 	}
 	if (link && del_link(a, err) < 0)
 		rc = -1;
@@ -711,51 +840,51 @@ static int teardown(const struct dsec_paths *p, uint32_t a, int link, struct dse
 	return rc;
 }
 
+/* A tbf qdisc on ifindex: rate bytes a second, a burst of 50 ms (at least 32 KiB), a queue of
+ * 100 ms more. */
+static void tbf_msg(struct nlbuf *nb, int ifindex, uint64_t rate)
+{
+	struct tcmsg tc = {.tcm_family = AF_UNSPEC,
+			   .tcm_ifindex = ifindex,
+			   .tcm_handle = 0x10000,
+			   .tcm_parent = TC_H_ROOT};
+	uint64_t burst = rate / 20 > 32768 ? rate / 20 : 32768, limit = rate / 10 + burst;
+	struct tc_tbf_qopt q;
+	size_t opt;
+
+	memset(&q, 0, sizeof(q));
+	q.rate.linklayer = TC_LINKLAYER_ETHERNET;
+	q.rate.rate = rate >= 0xffffffffULL ? 0xffffffffU : (uint32_t)rate;
+	q.limit = limit > 0xffffffffULL ? 0xffffffffU : (uint32_t)limit;
+	q.buffer = 1; /* TCA_TBF_BURST replaces it */
+	nl_msg(nb, RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, &tc, sizeof(tc));
+	nl_str(nb, TCA_KIND, "tbf");
+	opt = nl_nest(nb, TCA_OPTIONS);
+	nl_attr(nb, TCA_TBF_PARMS, &q, sizeof(q));
+	nl_u32(nb, TCA_TBF_BURST, burst > 0xffffffffULL ? 0xffffffffU : (uint32_t)burst);
+	if (rate >= 0xffffffffULL)
+		nl_attr(nb, TCA_TBF_RATE64, &rate, sizeof(rate));
+	nl_nest_end(nb, opt);
+}
+
+/* The sandbox's allow-list elements, and its download cap on the host end. */
 static int sandbox_rules(uint32_t a, const struct dsec_net_policy *pol, struct dsec_err *err)
 {
-	char ip[INET_ADDRSTRLEN], lim[128] = "", *cmds;
-	size_t cap = 1024 + pol->n * 128, len;
-	int rc;
+	static struct elem el[2 * DSEC_NET_ALLOW_MAX];
+	char name[IFNAMSIZ];
+	struct nlbuf nb;
+	int idx;
 
-	if (!(cmds = malloc(cap)))
-		return dsec_err_set(err, ENOMEM, "rules");
-	ip_text(a, ip);
-	if (pol->rate) {
-		uint64_t burst = pol->rate / 10 > 65536 ? pol->rate / 10 : 65536;
-
-		snprintf(lim, sizeof(lim),
-			 "limit rate over %llu bytes/second burst %llu bytes drop",
-			 (unsigned long long)pol->rate, (unsigned long long)burst);
-	}
-	len = (size_t)snprintf(cmds, cap,
-			       "add chain inet dsec o_%08x\nadd chain inet dsec i_%08x\n", a, a);
-	if (pol->rate)
-		len += (size_t)snprintf(cmds + len, cap - len,
-					"add rule inet dsec o_%1$08x %2$s\n"
-					"add rule inet dsec i_%1$08x %2$s\n",
-					a, lim);
-	len += (size_t)snprintf(cmds + len, cap - len,
-				"add rule inet dsec o_%1$08x ct state established,related accept\n"
-				"add rule inet dsec i_%1$08x ct state established,related accept\n",
-				a);
-	for (unsigned i = 0; i < pol->n; i++) {
-		char dst[INET_ADDRSTRLEN], port[64] = "";
-
-		ip_text(pol->allow[i].addr, dst);
-		if (pol->allow[i].port)
-			snprintf(port, sizeof(port), " meta l4proto { tcp, udp } th dport %u",
-				 pol->allow[i].port);
-		len += (size_t)snprintf(cmds + len, cap - len,
-					"add rule inet dsec o_%08x ip daddr %s/%u%s accept\n", a,
-					dst, pol->allow[i].prefix, port);
-	}
-	snprintf(cmds + len, cap - len,
-		 "add element inet dsec out { %1$s : jump o_%2$08x }\n"
-		 "add element inet dsec in { %1$s : jump i_%2$08x }\n",
-		 ip, a);
-	rc = nft_run(cmds, err);
-	free(cmds);
-	return rc;
+	if (nft_elems(NFT_MSG_NEWSETELEM, el, policy_elems(a, pol, el), 0, err) < 0)
+		return -1;
+	if (!pol->rate)
+		return 0;
+	ifname_for(a, name);
+	if ((idx = nl_ifindex(node_sock, name, err)) <= 0)
+		return idx < 0 ? -1 : dsec_err_set(err, ENODEV, "veth '%s' gone", name);
+	nl_init(&nb);
+	tbf_msg(&nb, idx, pol->rate);
+	return nl_talk(node_sock, &nb, "bandwidth (tbf)", 0, err);
 }
 
 /* The veth pair, the peer made inside the sandbox's namespace (nsfd) as eth0, up. */
@@ -800,7 +929,7 @@ static int make_veth(uint32_t a, int brindex, int nsfd, struct dsec_err *err)
 }
 
 /* Inside: eth0's address and the default route via the bridge. */
-static int inside_config(int nsfd, uint32_t a, struct dsec_err *err)
+static int inside_config(int nsfd, uint32_t a, uint64_t rate, struct dsec_err *err)
 {
 	struct rtmsg rt = {.rtm_family = AF_INET,
 			   .rtm_table = RT_TABLE_MAIN,
@@ -824,9 +953,28 @@ static int inside_config(int nsfd, uint32_t a, struct dsec_err *err)
 	nl_msg(&nb, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &rt, sizeof(rt));
 	nl_u32(&nb, RTA_GATEWAY, htonl(conf.subnet + 1));
 	nl_u32(&nb, RTA_OIF, (uint32_t)idx);
+	if (rate) /* uploads: eth0's egress, out of reach without CAP_NET_ADMIN inside */
+		tbf_msg(&nb, idx, rate);
 	rc = nl_talk(s, &nb, "configure eth0 inside", 0, err);
 	close(s);
 	return rc;
+}
+
+/* What a lease holds: the id, then the resolved allow-list, one entry a line. */
+static char *lease_text(const char *id, const struct dsec_net_policy *pol)
+{
+	size_t cap = DSEC_ID_MAX + 2 + pol->n * 32, len;
+	char *t = malloc(cap);
+
+	if (!t)
+		return NULL;
+	len = (size_t)snprintf(t, cap, "%s\n", id);
+	for (unsigned i = 0; i < pol->n; i++) {
+		len += (size_t)entry_text(&pol->allow[i], t + len, cap - len);
+		t[len++] = '\n';
+		t[len] = '\0';
+	}
+	return t;
 }
 
 int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
@@ -837,6 +985,7 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 	int lock = -1, dirfd = -1, nsfd = -1, brindex;
 	uint32_t a = 0;
 	uint64_t t0 = dsec_now_us(), t[4];
+	char *text;
 
 	if (node_open(p, err) < 0 || dsec_net_resolve(pol, &res, err) < 0)
 		return -1;
@@ -856,8 +1005,14 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		dsec_err_sys(err, "open '%s'", path);
 		goto fail;
 	}
-	if (dsec_net_lease(dirfd, lock, conf.subnet, conf.prefix, sb->id, &a, err) < 0)
+	text = lease_text(sb->id, &res);
+	if (!text || dsec_net_lease(dirfd, lock, conf.subnet, conf.prefix, text, &a, err) < 0) {
+		if (!text)
+			dsec_err_set(err, ENOMEM, "lease");
+		free(text);
 		goto fail;
+	}
+	free(text);
 	close(lock);
 	lock = -1;
 	ip_text(a, ip);
@@ -881,7 +1036,7 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 	}
 made:
 	t[1] = dsec_now_us();
-	if (inside_config(nsfd, a, err) < 0)
+	if (inside_config(nsfd, a, res.rate, err) < 0)
 		goto fail;
 	t[2] = dsec_now_us();
 	if (sandbox_rules(a, &res, err) < 0)

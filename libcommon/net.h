@@ -78,10 +78,11 @@ int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *o
 json_t *dsec_net_policy_json(const struct dsec_net_policy *pol);
 
 /* The address allocator: a free address in subnet/prefix (host order; network, bridge (.1)
- * and broadcast excluded), claimed by creating dir/<a.b.c.d> holding id. Scans from the cursor
+ * and broadcast excluded), claimed by creating dir/<a.b.c.d> holding text (the sandbox id, a
+ * newline, its allow-list one entry a line). Scans from the cursor
  * kept in the 4 first bytes of lockfd's file (a file the caller holds locked). 0 or -1
  * (ENOSPC: subnet full). */
-int dsec_net_lease(int dirfd, int lockfd, uint32_t subnet, int prefix, const char *id,
+int dsec_net_lease(int dirfd, int lockfd, uint32_t subnet, int prefix, const char *text,
 		   uint32_t *addr, struct dsec_err *err);
 
 /* Give sandbox sb (holder running, own network namespace) its nat network, policy pol

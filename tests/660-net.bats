@@ -151,19 +151,19 @@ host_untouched() {
 
 @test "net nat: reap removes the sandbox's rules, veth and address; addresses are reused" {
 	export DSEC_NET_SUBNET=10.88.0.0/29 # .2 to .6
-	for _ in 1 2 3 4 5; do nat_spawn; done
+	for _ in 1 2 3 4 5; do nat_spawn --allow 192.0.2.10:80 --bandwidth 10mbit; done
 	run dsec-spawn --image busybox --net nat
 	[ "$status" -eq 1 ]
 	json_has "$(records)" '.error.msg | test("no free address")'
 	victim=$(ls "$DSEC_RUN/sandboxes" | head -1)
 	vaddr=$(readlink "$DSEC_RUN/sandboxes/$victim/net-addr")
+	# shellcheck disable=SC2086
 	hex=$(printf '%02x' ${vaddr//./ })
-	ip netns exec "$NODE" nft list chain inet dsec "o_$hex" >/dev/null
+	ip netns exec "$NODE" nft list set inet dsec allow | grep -q "$vaddr \. 192.0.2.10 \. tcp \. 80"
+	tc -n "$NODE" qdisc show dev "dsv$hex" | grep -q "tbf.*rate 10Mbit"
 	run dsec-reap "$victim"
 	[ "$status" -eq 0 ]
-	! ip netns exec "$NODE" nft list chain inet dsec "o_$hex" >/dev/null 2>&1
-	! ip netns exec "$NODE" nft list chain inet dsec "i_$hex" >/dev/null 2>&1
-	! ip netns exec "$NODE" nft list map inet dsec out | grep -q "$vaddr "
+	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "$vaddr "
 	[ ! -e "$DSEC_RUN/net/leases/$vaddr" ]
 	for _ in $(seq 50); do ip -n "$NODE" link show "dsv$hex" >/dev/null 2>&1 || break; sleep 0.1; done
 	! ip -n "$NODE" link show "dsv$hex" >/dev/null 2>&1
@@ -172,7 +172,7 @@ host_untouched() {
 	run dsec-reap --all
 	[ "$status" -eq 0 ]
 	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 0 ]
-	! ip netns exec "$NODE" nft list table inet dsec | grep -q "chain [oi]_"
+	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\."
 	for _ in $(seq 50); do ip -n "$NODE" link | grep -q dsv || break; sleep 0.1; done
 	! ip -n "$NODE" link | grep -q dsv
 	host_untouched
@@ -181,9 +181,9 @@ host_untouched() {
 @test "net nat: after kill -9, dsec-reap --orphans removes rules and leases" {
 	nat_spawn --allow 192.0.2.10:80
 	dead=$ID
-	nat_spawn
+	nat_spawn --allow 192.0.2.11
 	lost=$ID
-	lost_addr=$ADDR
+	ip netns exec "$NODE" nft list set inet dsec allow | grep -q "192.0.2.10 \. tcp \. 80"
 	kill -9 "$(sb_pid "$dead")"
 	# a crash that lost the state dir of a sandbox: only its lease is left to go by
 	kill -9 "$(sb_pid "$lost")"
@@ -191,8 +191,7 @@ host_untouched() {
 	run dsec-reap --orphans
 	[ "$status" -eq 0 ]
 	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 0 ]
-	! ip netns exec "$NODE" nft list table inet dsec | grep -q "chain [oi]_"
-	! ip netns exec "$NODE" nft list map inet dsec out | grep -q "$lost_addr "
+	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\."
 	for _ in $(seq 50); do ip -n "$NODE" link | grep -q dsv || break; sleep 0.1; done
 	! ip -n "$NODE" link | grep -q dsv
 }
