@@ -752,6 +752,51 @@ static unsigned policy_elems(uint32_t a, const struct dsec_net_policy *pol, stru
 	return n;
 }
 
+/* Is key k inside element e (every field between e's key and end)? Keys compare as bytes:
+ * each field is big-endian or a single byte. */
+static int elem_has(const struct elem *e, const uint8_t *k)
+{
+	static const int off[] = {0, 4, 8, 12}, len[] = {4, 4, 1, 2};
+
+	for (int f = 0; f < 4; f++)
+		if (memcmp(k + off[f], e->key + off[f], (size_t)len[f]) < 0 ||
+		    memcmp(k + off[f], e->end + off[f], (size_t)len[f]) > 0)
+			return 0;
+	return 1;
+}
+
+/* Make e[0..n) acceptable to the kernel's interval set: drop elements inside another (and
+ * duplicates), and order the rest so that no element is added after one that holds its start
+ * key (which the set refuses with EEXIST; overlaps are otherwise fine, every element means
+ * accept). Returns the new count. */
+static unsigned elems_order(struct elem *e, unsigned n)
+{
+	unsigned m = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		int inside = 0;
+
+		for (unsigned j = 0; j < n && !inside; j++)
+			if (j != i && elem_has(&e[j], e[i].key) && elem_has(&e[j], e[i].end) &&
+			    (!elem_has(&e[i], e[j].key) || !elem_has(&e[i], e[j].end) || j < i))
+				inside = 1;
+		if (!inside)
+			e[m++] = e[i];
+	}
+	/* selection: first whatever holds no other's start... reversed: an element goes before
+	 * every element that holds its start */
+	for (unsigned i = 0; i < m; i++)
+		for (unsigned j = i + 1; j < m; j++)
+			if (elem_has(&e[i], e[j].key)) {
+				struct elem t = e[j];
+
+				memmove(&e[i + 1], &e[i], (j - i) * sizeof(*e));
+				e[i] = t;
+				j = i; /* look again from the new e[i] */
+			}
+	return m;
+}
+
 /* Add (or delete) elements e[0..n) in one transaction. */
 static int nft_elems(int type, const struct elem *e, unsigned n, int ok_errno, struct dsec_err *err)
 {
@@ -826,8 +871,8 @@ static int teardown(const struct dsec_paths *p, uint32_t a, int link, struct dse
 
 	ip_text(a, ip);
 	if (lease_read(p, ip, id, &pol) == 0) {
-		n = policy_elems(a, &pol, el);
-		if (nft_elems(NFT_MSG_DELSETELEM, el, n, ENOENT, NULL) < 0)
+		n = elems_order(el, policy_elems(a, &pol, el));
+		if (nft_elems(NFT_MSG_DELSETELEM, el, n, 0, NULL) < 0)
 			/* partly there (a transaction fails whole): one at a time */
 			for (unsigned i = 0; i < n; i++)
 				nft_elems(NFT_MSG_DELSETELEM, &el[i], 1, ENOENT, NULL);
@@ -875,7 +920,8 @@ static int sandbox_rules(uint32_t a, const struct dsec_net_policy *pol, struct d
 	struct nlbuf nb;
 	int idx;
 
-	if (nft_elems(NFT_MSG_NEWSETELEM, el, policy_elems(a, pol, el), 0, err) < 0)
+	if (nft_elems(NFT_MSG_NEWSETELEM, el, elems_order(el, policy_elems(a, pol, el)), 0, err) <
+	    0)
 		return -1;
 	if (!pol->rate)
 		return 0;
