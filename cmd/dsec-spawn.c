@@ -273,6 +273,7 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 {
 	struct dsec_sandbox sb;
 	struct dsec_err err = {0};
+	static char netpol[DSEC_NETPOL_MAX];
 	json_t *rec = json_deep_copy(in), *nat = NULL;
 	uint64_t t0;
 	int rc, warm = 0;
@@ -291,6 +292,12 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	sb.env = s->env;
 	sb.labels = s->labels;
 	t0 = dsec_now_us();
+	/* a nat pool matches only the same allow-list and bandwidth */
+	claimer.netpol = NULL;
+	if (s->net == DSEC_NET_NAT) {
+		dsec_net_policy_canon(s->pol, netpol, sizeof(netpol));
+		claimer.netpol = netpol;
+	}
 	warm = dsec_pool_claim(&claimer, &sb, &err);
 	if (warm == 0 && warm_only) {
 		sb.env = sb.labels = NULL;
@@ -300,6 +307,8 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	}
 	if (warm == 1) {
 		rc = 0;
+		if (sb.net == DSEC_NET_NAT)
+			nat = dsec_net_info(paths, &sb);
 	} else {
 		rc = warm < 0 ? -1 : dsec_sandbox_create(paths, &sb, &err);
 		sb.env = sb.labels = NULL; /* borrowed from s */

@@ -175,6 +175,27 @@ int dsec_net_policy_canon(const struct dsec_net_policy *pol, char *buf, size_t n
 	return (int)len;
 }
 
+int dsec_net_policy_parse(const char *canon, struct dsec_net_policy *pol, struct dsec_err *err)
+{
+	char *buf = strdup(canon), *rate, *e, *save = NULL;
+	int rc = 0;
+
+	memset(pol, 0, sizeof(*pol));
+	if (!buf)
+		return dsec_err_set(err, ENOMEM, "policy");
+	rate = strstr(buf, ";rate=");
+	if (strncmp(buf, "allow=", 6) || !rate) {
+		free(buf);
+		return dsec_err_set(err, EINVAL, "net policy '%.64s': malformed", canon);
+	}
+	*rate = '\0';
+	pol->rate = strtoull(rate + 6, NULL, 10);
+	for (e = strtok_r(buf + 6, ",", &save); e && rc == 0; e = strtok_r(NULL, ",", &save))
+		rc = dsec_net_allow_parse(e, pol, err);
+	free(buf);
+	return rc;
+}
+
 json_t *dsec_net_policy_json(const struct dsec_net_policy *pol)
 {
 	json_t *a = json_array();
@@ -849,6 +870,8 @@ static int lease_read(const struct dsec_paths *p, const char *ip, char *id,
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (first)
 			snprintf(id, DSEC_ID_MAX, "%s", line);
+		else if (!strncmp(line, "rate=", 5))
+			pol->rate = strtoull(line + 5, NULL, 10);
 		else
 			dsec_net_allow_parse(line, pol, NULL);
 		first = 0;
@@ -1009,12 +1032,12 @@ static int inside_config(int nsfd, uint32_t a, uint64_t rate, struct dsec_err *e
 /* What a lease holds: the id, then the resolved allow-list, one entry a line. */
 static char *lease_text(const char *id, const struct dsec_net_policy *pol)
 {
-	size_t cap = DSEC_ID_MAX + 2 + pol->n * 32, len;
+	size_t cap = DSEC_ID_MAX + 32 + pol->n * 32, len;
 	char *t = malloc(cap);
 
 	if (!t)
 		return NULL;
-	len = (size_t)snprintf(t, cap, "%s\n", id);
+	len = (size_t)snprintf(t, cap, "%s\nrate=%llu\n", id, (unsigned long long)pol->rate);
 	for (unsigned i = 0; i < pol->n; i++) {
 		len += (size_t)entry_text(&pol->allow[i], t + len, cap - len);
 		t[len++] = '\n';
@@ -1145,6 +1168,25 @@ int dsec_net_detach(const struct dsec_paths *p, const struct dsec_sandbox *sb, s
 		return dsec_err_wrap(err, "%s: net teardown", sb->id);
 	unlink(path);
 	return 0;
+}
+
+json_t *dsec_net_info(const struct dsec_paths *p, const struct dsec_sandbox *sb)
+{
+	static struct dsec_net_policy pol;
+	char path[PATH_MAX + 32], ip[64], gw[INET_ADDRSTRLEN], id[DSEC_ID_MAX];
+	struct net_conf c;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/" ADDR_LINK, sb->dir);
+	n = readlink(path, ip, sizeof(ip) - 1);
+	if (n < 0)
+		return NULL;
+	ip[n] = '\0';
+	if (lease_read(p, ip, id, &pol) < 0 || conf_load(p, &c, NULL) < 0)
+		return NULL;
+	ip_text(c.subnet + 1, gw);
+	return json_pack("{s:s, s:s, s:o, s:I}", "addr", ip, "gateway", gw, "allow",
+			 dsec_net_policy_json(&pol), "bandwidth", (json_int_t)(pol.rate * 8));
 }
 
 int dsec_net_orphans(const struct dsec_paths *p, struct dsec_err *err)

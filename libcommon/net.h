@@ -69,6 +69,9 @@ int dsec_net_rate_parse(const char *s, uint64_t *bytes, struct dsec_err *err);
  * profiles). Returns the length (snprintf-style). */
 int dsec_net_policy_canon(const struct dsec_net_policy *pol, char *buf, size_t n);
 
+/* The reverse of dsec_net_policy_canon (names stay unresolved). 0 or -1. */
+int dsec_net_policy_parse(const char *canon, struct dsec_net_policy *pol, struct dsec_err *err);
+
 /* Resolve the names of in into out (IPv4 addresses, each a /32 with the entry's port).
  * 0 or -1 (a name that does not resolve, too many entries). */
 int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *out,
@@ -94,6 +97,10 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 /* Remove sb's network (rules, veth, lease); nothing when it has none. 0 or -1. */
 int dsec_net_detach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		    struct dsec_err *err);
+
+/* What dsec_net_attach's info said, read back from the run dir (a claimed warm sandbox): new
+ * reference, or NULL when sb has no nat network. */
+json_t *dsec_net_info(const struct dsec_paths *p, const struct dsec_sandbox *sb);
 
 /* Remove the network of every lease whose sandbox has no state dir. Count or -1. */
 int dsec_net_orphans(const struct dsec_paths *p, struct dsec_err *err);
