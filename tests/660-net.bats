@@ -211,3 +211,26 @@ host_untouched() {
 	[ "$status" -eq 2 ]
 	[ ! -d "$DSEC_RUN/sandboxes" ] || [ -z "$(ls "$DSEC_RUN/sandboxes")" ]
 }
+
+@test "net nat: a warm pool holds nat sandboxes; a claim with the same policy adds nothing" {
+	serve "$EXT" 192.0.2.10:80
+	run dsec-warm --image busybox -n 2 --net nat --allow 192.0.2.10:80 --bandwidth 10mbit
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r .net | sort -u)" = nat ]
+	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 2 ]
+	json_is "$(dsec-warm --list)" .net nat
+	# another allow-list: no match, made cold
+	nat_spawn --allow 192.0.2.10:81
+	json_is "$(records)" .warm false
+	# the pool's: claimed, its network already there, nothing more made
+	nat_spawn --allow 192.0.2.10:80 --bandwidth 10mbit
+	json_is "$(records)" .warm true
+	json_is "$(records)" '.nat.allow | join(",")' "192.0.2.10/32:80"
+	json_is "$(records)" .nat.bandwidth 10000000
+	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 3 ]
+	[ "$(fetch "$ID" 192.0.2.10 80)" -gt 100 ]
+	json_is "$(dsec-ps "$ID")" .net nat
+	run dsec-warm --image busybox --net nat --allow 192.0.2.10:80 --bandwidth 10mbit --drain
+	[ "$status" -eq 0 ]
+	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 2 ]
+}
