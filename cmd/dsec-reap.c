@@ -25,7 +25,7 @@ static const char usage[] =
     "      --expired         reap the sandboxes whose TTL has run out\n"
     "      --orphans         clean up after crashed tools: state without a live holder, cgroups\n"
     "                        without state, sandboxes whose creator died before handing them out,\n"
-    "                        --net nat rules and addresses of sandboxes that are gone\n"
+    "                        and the nat network (addresses, rules) of sandboxes gone\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
     "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
     "  -q, --quiet           no warnings\n"
