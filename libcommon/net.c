@@ -956,10 +956,23 @@ static int sandbox_rules(uint32_t a, const struct dsec_net_policy *pol, struct d
 	return nl_talk(node_sock, &nb, "bandwidth (tbf)", 0, err);
 }
 
+/* No IPv6 link-local address (nor its duplicate address detection) on a veth end: nat is
+ * IPv4, and every IPv6 packet from the bridge is dropped anyway. */
+static void no_ipv6_ll(struct nlbuf *nb)
+{
+	uint8_t none = IN6_ADDR_GEN_MODE_NONE;
+	size_t af = nl_nest(nb, IFLA_AF_SPEC), v6 = nl_nest(nb, AF_INET6);
+
+	nl_attr(nb, IFLA_INET6_ADDR_GEN_MODE, &none, sizeof(none));
+	nl_nest_end(nb, v6);
+	nl_nest_end(nb, af);
+}
+
 /* The veth pair, the peer made inside the sandbox's namespace (nsfd) as eth0, up. */
 static int make_veth(uint32_t a, int brindex, int nsfd, struct dsec_err *err)
 {
-	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_flags = IFF_UP, .ifi_change = IFF_UP};
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+	struct ifinfomsg up = {.ifi_family = AF_UNSPEC, .ifi_flags = IFF_UP, .ifi_change = IFF_UP};
 	/* the peer comes up inside (inside_config): veth_open refuses while the pair is half made */
 	struct ifinfomsg peer = {.ifi_family = AF_UNSPEC};
 	struct ifinfomsg set = {.ifi_family = AF_UNSPEC};
@@ -985,8 +998,12 @@ static int make_veth(uint32_t a, int brindex, int nsfd, struct dsec_err *err)
 	nl_nest_end(&nb, pe);
 	nl_nest_end(&nb, data);
 	nl_nest_end(&nb, li);
-	/* no frames between two isolated bridge ports: sandboxes do not see one another */
+	/* addrconf acts when the link comes up: its mode first */
 	nl_msg(&nb, RTM_NEWLINK, 0, &set, sizeof(set));
+	nl_str(&nb, IFLA_IFNAME, name);
+	no_ipv6_ll(&nb);
+	/* no frames between two isolated bridge ports: sandboxes do not see one another */
+	nl_msg(&nb, RTM_NEWLINK, 0, &up, sizeof(up));
 	nl_str(&nb, IFLA_IFNAME, name);
 	li = nl_nest(&nb, IFLA_LINKINFO);
 	nl_str(&nb, IFLA_INFO_SLAVE_KIND, "bridge");
@@ -1006,6 +1023,7 @@ static int inside_config(int nsfd, uint32_t a, uint64_t rate, struct dsec_err *e
 			   .rtm_scope = RT_SCOPE_UNIVERSE,
 			   .rtm_type = RTN_UNICAST};
 	struct ifinfomsg up = {.ifi_family = AF_UNSPEC, .ifi_flags = IFF_UP, .ifi_change = IFF_UP};
+	struct ifinfomsg set = {.ifi_family = AF_UNSPEC};
 	struct nlbuf nb;
 	int s, rc, idx;
 
@@ -1017,6 +1035,9 @@ static int inside_config(int nsfd, uint32_t a, uint64_t rate, struct dsec_err *e
 	}
 	up.ifi_index = idx;
 	nl_init(&nb);
+	nl_msg(&nb, RTM_NEWLINK, 0, &set, sizeof(set));
+	((struct ifinfomsg *)NLMSG_DATA(nb.b + nb.msg))->ifi_index = idx;
+	no_ipv6_ll(&nb);
 	nl_msg(&nb, RTM_NEWLINK, 0, &up, sizeof(up));
 	nl_addr(&nb, idx, a, conf.prefix);
 	nl_msg(&nb, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &rt, sizeof(rt));
@@ -1174,7 +1195,8 @@ json_t *dsec_net_info(const struct dsec_paths *p, const struct dsec_sandbox *sb)
 {
 	static struct dsec_net_policy pol;
 	char path[PATH_MAX + 32], ip[64], gw[INET_ADDRSTRLEN], id[DSEC_ID_MAX];
-	struct net_conf c;
+	static struct net_conf c;
+	static int c_loaded;
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/" ADDR_LINK, sb->dir);
@@ -1182,7 +1204,10 @@ json_t *dsec_net_info(const struct dsec_paths *p, const struct dsec_sandbox *sb)
 	if (n < 0)
 		return NULL;
 	ip[n] = '\0';
-	if (lease_read(p, ip, id, &pol) < 0 || conf_load(p, &c, NULL) < 0)
+	/* once per process: node.conf is read only for the bridge's address */
+	if (!c_loaded && conf_load(p, &c, NULL) == 0)
+		c_loaded = 1;
+	if (!c_loaded || lease_read(p, ip, id, &pol) < 0)
 		return NULL;
 	ip_text(c.subnet + 1, gw);
 	return json_pack("{s:s, s:s, s:o, s:I}", "addr", ip, "gateway", gw, "allow",
