@@ -1,5 +1,6 @@
 /* --net nat: veth, bridge, NAT, allow-list, bandwidth cap. See net.h for the layout. */
 #include "net.h"
+#include "netlink.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -26,232 +27,6 @@
 #include <unistd.h>
 
 #define ADDR_LINK "net-addr" /* in the sandbox's state dir: -> "a.b.c.d" */
-
-/* ---- allow-list, rate ---- */
-
-static const struct {
-	const char *name;
-	const char *entries[3];
-} presets[] = {
-    {"pypi", {"pypi.org:443", "files.pythonhosted.org:443", NULL}},
-};
-
-static int parse_port(const char *s, uint16_t *port, const char *what, struct dsec_err *err)
-{
-	long long n;
-
-	if (dsec_parse_count(s, 1, 65535, &n, what, err) < 0)
-		return -1;
-	*port = (uint16_t)n;
-	return 0;
-}
-
-static int name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > DSEC_NET_NAME_MAX || s[0] == '-' || s[0] == '.')
-		return 0;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '.'))
-			return 0;
-	return 1;
-}
-
-int dsec_net_allow_parse(const char *s, struct dsec_net_policy *pol, struct dsec_err *err)
-{
-	char buf[DSEC_NET_NAME_MAX + 16], *colon, *slash;
-	struct dsec_net_allow a;
-	struct in_addr in;
-
-	for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++)
-		if (!strcmp(s, presets[i].name)) {
-			for (int j = 0; presets[i].entries[j]; j++)
-				if (dsec_net_allow_parse(presets[i].entries[j], pol, err) < 0)
-					return -1;
-			return 0;
-		}
-	if (strlen(s) >= sizeof(buf))
-		return dsec_err_set(err, EINVAL, "--allow '%.64s…': too long", s);
-	if (pol->n >= DSEC_NET_ALLOW_MAX)
-		return dsec_err_set(err, E2BIG, "--allow '%s': more than %d entries", s,
-				    DSEC_NET_ALLOW_MAX);
-	memset(&a, 0, sizeof(a));
-	strcpy(buf, s);
-	if ((colon = strrchr(buf, ':'))) {
-		*colon = '\0';
-		if (parse_port(colon + 1, &a.port, "--allow port", err) < 0)
-			return dsec_err_wrap(err, "--allow '%s'", s);
-	}
-	a.prefix = 32;
-	if ((slash = strchr(buf, '/'))) {
-		long long n;
-
-		*slash = '\0';
-		if (dsec_parse_count(slash + 1, 0, 32, &n, "prefix", err) < 0)
-			return dsec_err_wrap(err, "--allow '%s'", s);
-		a.prefix = (uint8_t)n;
-	}
-	if (inet_pton(AF_INET, buf, &in) == 1) {
-		a.addr = ntohl(in.s_addr);
-		if (a.prefix < 32)
-			a.addr &= a.prefix ? ~0U << (32 - a.prefix) : 0;
-	} else if (!slash && name_ok(buf)) {
-		strcpy(a.name, buf);
-	} else {
-		return dsec_err_set(err, EINVAL,
-				    "--allow '%s': want ADDR[/PREFIX][:PORT] or NAME[:PORT]", s);
-	}
-	pol->allow[pol->n++] = a;
-	return 0;
-}
-
-int dsec_net_rate_parse(const char *s, uint64_t *bytes, struct dsec_err *err)
-{
-	char *end;
-	double v, mul = 1;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v <= 0)
-		goto bad;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		mul = 1e3;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		mul = 1e6;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		mul = 1e9;
-		end++;
-		break;
-	}
-	if (*end && strcmp(end, "bit") && strcmp(end, "bps"))
-		goto bad;
-	v = v * mul / 8;
-	if (v < 1000 || v > 100e9 / 8)
-		return dsec_err_set(err, ERANGE, "--bandwidth '%s': want 8kbit to 100gbit", s);
-	*bytes = (uint64_t)v;
-	return 0;
-bad:
-	return dsec_err_set(err, EINVAL, "--bandwidth '%s': want bits a second, e.g. 10mbit", s);
-}
-
-static int entry_text(const struct dsec_net_allow *a, char *buf, size_t n)
-{
-	char ip[INET_ADDRSTRLEN], port[8] = "";
-	struct in_addr in = {htonl(a->addr)};
-
-	if (a->port)
-		snprintf(port, sizeof(port), ":%u", a->port);
-	if (a->name[0])
-		return snprintf(buf, n, "%s%s", a->name, port);
-	inet_ntop(AF_INET, &in, ip, sizeof(ip));
-	return snprintf(buf, n, "%s/%u%s", ip, a->prefix, port);
-}
-
-int dsec_net_policy_canon(const struct dsec_net_policy *pol, char *buf, size_t n)
-{
-	size_t len = 0;
-
-#define ADD(...)                                                                                   \
-	len += (size_t)snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, __VA_ARGS__)
-	ADD("allow=");
-	for (unsigned i = 0; i < pol->n; i++) {
-		char e[DSEC_NET_NAME_MAX + 16];
-
-		entry_text(&pol->allow[i], e, sizeof(e));
-		ADD("%s%s", i ? "," : "", e);
-	}
-	ADD(";rate=%llu", (unsigned long long)pol->rate);
-#undef ADD
-	return (int)len;
-}
-
-int dsec_net_policy_parse(const char *canon, struct dsec_net_policy *pol, struct dsec_err *err)
-{
-	char *buf = strdup(canon), *rate, *e, *save = NULL;
-	int rc = 0;
-
-	memset(pol, 0, sizeof(*pol));
-	if (!buf)
-		return dsec_err_set(err, ENOMEM, "policy");
-	rate = strstr(buf, ";rate=");
-	if (strncmp(buf, "allow=", 6) || !rate) {
-		free(buf);
-		return dsec_err_set(err, EINVAL, "net policy '%.64s': malformed", canon);
-	}
-	*rate = '\0';
-	pol->rate = strtoull(rate + 6, NULL, 10);
-	for (e = strtok_r(buf + 6, ",", &save); e && rc == 0; e = strtok_r(NULL, ",", &save))
-		rc = dsec_net_allow_parse(e, pol, err);
-	free(buf);
-	return rc;
-}
-
-json_t *dsec_net_policy_json(const struct dsec_net_policy *pol)
-{
-	json_t *a = json_array();
-
-	for (unsigned i = 0; i < pol->n; i++) {
-		char e[DSEC_NET_NAME_MAX + 16];
-
-		entry_text(&pol->allow[i], e, sizeof(e));
-		json_array_append_new(a, json_string(e));
-	}
-	return a;
-}
-
-int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *out,
-		     struct dsec_err *err)
-{
-	memset(out, 0, sizeof(*out));
-	out->rate = in->rate;
-	for (unsigned i = 0; i < in->n; i++) {
-		const struct dsec_net_allow *a = &in->allow[i];
-		struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res,
-				*r;
-		int rc, found = 0;
-
-		if (!a->name[0]) {
-			if (out->n >= DSEC_NET_ALLOW_MAX)
-				return dsec_err_set(err, E2BIG, "allow-list: too many entries");
-			out->allow[out->n++] = *a;
-			continue;
-		}
-		rc = getaddrinfo(a->name, NULL, &hints, &res);
-		if (rc)
-			return dsec_err_set(err, ENOENT, "--allow '%s': %s", a->name,
-					    gai_strerror(rc));
-		for (r = res; r; r = r->ai_next) {
-			uint32_t ip = ntohl(((struct sockaddr_in *)r->ai_addr)->sin_addr.s_addr);
-			int dup = 0;
-
-			for (unsigned j = 0; j < out->n; j++)
-				dup |= out->allow[j].addr == ip && out->allow[j].prefix == 32 &&
-				       out->allow[j].port == a->port;
-			if (dup)
-				continue;
-			if (out->n >= DSEC_NET_ALLOW_MAX) {
-				freeaddrinfo(res);
-				return dsec_err_set(err, E2BIG, "allow-list: too many addresses");
-			}
-			out->allow[out->n++] =
-			    (struct dsec_net_allow){.addr = ip, .prefix = 32, .port = a->port};
-			found = 1;
-		}
-		freeaddrinfo(res);
-		(void)found;
-	}
-	return 0;
-}
 
 /* ---- configuration: environment, else our keys of $DSEC_ROOT/node.conf ---- */
 
@@ -328,212 +103,11 @@ static int conf_load(const struct dsec_paths *p, struct net_conf *c, struct dsec
 	return 0;
 }
 
-/* ---- netlink ---- */
-
-struct nlbuf {
-	char b[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
-	size_t len, msg; /* total; offset of the message being built */
-	unsigned n;
-	uint32_t seq0;
-};
-
-static void nl_put(struct nlbuf *nb, const void *data, size_t len)
-{
-	memcpy(nb->b + nb->len, data, len);
-	memset(nb->b + nb->len + len, 0, NLMSG_ALIGN(len) - len);
-	nb->len += NLMSG_ALIGN(len);
-	((struct nlmsghdr *)(nb->b + nb->msg))->nlmsg_len = (uint32_t)(nb->len - nb->msg);
-}
-
-static void nl_msg(struct nlbuf *nb, int type, int flags, const void *hdr, size_t hlen)
-{
-	struct nlmsghdr h = {.nlmsg_type = (uint16_t)type,
-			     .nlmsg_flags = (uint16_t)(NLM_F_REQUEST | NLM_F_ACK | flags),
-			     .nlmsg_seq = nb->seq0 + nb->n++};
-
-	nb->msg = nb->len;
-	nl_put(nb, &h, sizeof(h));
-	nl_put(nb, hdr, hlen);
-}
-
-/* nfnetlink batch begin/end: no ack asked, not counted (an error answers with seq0 + 60). */
-static void nl_batch(struct nlbuf *nb, int type)
-{
-	struct nlmsghdr h = {
-	    .nlmsg_type = (uint16_t)type, .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = nb->seq0 + 60};
-	struct nfgenmsg g = {.nfgen_family = AF_UNSPEC,
-			     .version = NFNETLINK_V0,
-			     .res_id = htons(NFNL_SUBSYS_NFTABLES)};
-
-	nb->msg = nb->len;
-	nl_put(nb, &h, sizeof(h));
-	nl_put(nb, &g, sizeof(g));
-}
-
-static void nl_attr(struct nlbuf *nb, int type, const void *data, size_t len)
-{
-	struct rtattr a = {.rta_len = (unsigned short)RTA_LENGTH(len),
-			   .rta_type = (unsigned short)type};
-	size_t at = nb->len;
-
-	nl_put(nb, &a, sizeof(a));
-	nb->len = at + RTA_LENGTH(0);
-	nl_put(nb, data, len);
-}
-
-static size_t nl_nest(struct nlbuf *nb, int type)
-{
-	struct rtattr a = {.rta_len = RTA_LENGTH(0),
-			   .rta_type = (unsigned short)(type | NLA_F_NESTED)};
-	size_t at = nb->len;
-
-	nl_put(nb, &a, sizeof(a));
-	return at;
-}
-
-static void nl_nest_end(struct nlbuf *nb, size_t at)
-{
-	((struct rtattr *)(nb->b + at))->rta_len = (unsigned short)(nb->len - at);
-}
-
-static void nl_str(struct nlbuf *nb, int type, const char *s)
-{
-	nl_attr(nb, type, s, strlen(s) + 1);
-}
-
-static void nl_u32(struct nlbuf *nb, int type, uint32_t v)
-{
-	nl_attr(nb, type, &v, sizeof(v));
-}
-
-static uint32_t nl_seq;
-
-static void nl_init(struct nlbuf *nb)
-{
-	nb->len = nb->msg = nb->n = 0;
-	nb->seq0 = nl_seq += 64;
-}
-
-/* Send the batch and read one ack per message. With ok_errno, that error of a message is
- * no failure (ENODEV when deleting what may be gone). -1 with the first error. */
-static int nl_talk(int fd, struct nlbuf *nb, const char *what, int ok_errno, struct dsec_err *err)
-{
-	char rb[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
-	unsigned left = nb->n, at = 0;
-	int first = 0;
-
-	if (send(fd, nb->b, nb->len, 0) != (ssize_t)nb->len)
-		return dsec_err_sys(err, "%s: netlink send", what);
-	while (left) {
-		ssize_t r = recv(fd, rb, sizeof(rb), 0);
-		struct nlmsghdr *h;
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return dsec_err_sys(err, "%s: netlink recv", what);
-		}
-		for (h = (struct nlmsghdr *)rb; NLMSG_OK(h, (size_t)r); h = NLMSG_NEXT(h, r)) {
-			int e;
-
-			if (h->nlmsg_type != NLMSG_ERROR)
-				continue;
-			e = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
-			if (h->nlmsg_seq == nb->seq0 + 60 && e) {
-				/* the batch itself failed: nothing else will answer */
-				first = e;
-				left = 0;
-				break;
-			}
-			if (h->nlmsg_seq < nb->seq0 || h->nlmsg_seq >= nb->seq0 + nb->n)
-				continue;
-			if (e && e != ok_errno && !first) {
-				first = e;
-				at = h->nlmsg_seq - nb->seq0;
-			}
-			left--;
-		}
-	}
-	if (first) {
-		errno = first;
-		return dsec_err_sys(err, "%s (step %u)", what, at + 1);
-	}
-	return 0;
-}
-
-/* The ifindex of name, 0 when there is none, -1 on error. */
-static int nl_ifindex(int fd, const char *name, struct dsec_err *err)
-{
-	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
-	char rb[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
-	struct nlbuf nb;
-
-	nl_init(&nb);
-	nl_msg(&nb, RTM_GETLINK, 0, &ifi, sizeof(ifi));
-	((struct nlmsghdr *)nb.b)->nlmsg_flags = NLM_F_REQUEST;
-	nl_str(&nb, IFLA_IFNAME, name);
-	if (send(fd, nb.b, nb.len, 0) != (ssize_t)nb.len)
-		return dsec_err_sys(err, "netlink send");
-	for (;;) {
-		ssize_t r = recv(fd, rb, sizeof(rb), 0);
-		struct nlmsghdr *h;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return dsec_err_sys(err, "netlink recv");
-		for (h = (struct nlmsghdr *)rb; NLMSG_OK(h, (size_t)r); h = NLMSG_NEXT(h, r)) {
-			if (h->nlmsg_seq != nb.seq0)
-				continue;
-			if (h->nlmsg_type == RTM_NEWLINK)
-				return ((struct ifinfomsg *)NLMSG_DATA(h))->ifi_index;
-			if (h->nlmsg_type == NLMSG_ERROR) {
-				int e = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
-
-				if (e == ENODEV)
-					return 0;
-				errno = e;
-				return dsec_err_sys(err, "get link '%s'", name);
-			}
-		}
-	}
-}
-
-static void nl_addr(struct nlbuf *nb, int ifindex, uint32_t addr, int prefix)
-{
-	struct ifaddrmsg ifa = {.ifa_family = AF_INET,
-				.ifa_prefixlen = (unsigned char)prefix,
-				.ifa_index = (unsigned)ifindex};
-	uint32_t a = htonl(addr);
-
-	nl_msg(nb, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, &ifa, sizeof(ifa));
-	nl_u32(nb, IFA_LOCAL, a);
-	nl_u32(nb, IFA_ADDRESS, a);
-}
-
 /* ---- namespaces ---- */
 
 static int self_ns = -1, node_ns = -1, node_sock = -1, node_ready;
 static struct net_conf conf;
 static struct nft_ctx *nft;
-
-/* A socket made in namespace nsfd (-1: ours). */
-static int socket_in(int nsfd, int domain, int type, int proto, struct dsec_err *err)
-{
-	int s, e;
-
-	if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
-		return dsec_err_sys(err, "enter network namespace");
-	s = socket(domain, type | SOCK_CLOEXEC, proto);
-	e = errno;
-	if (nsfd >= 0 && setns(self_ns, CLONE_NEWNET) < 0)
-		abort(); /* we would go on in the wrong namespace */
-	if (s < 0) {
-		errno = e;
-		return dsec_err_sys(err, "socket");
-	}
-	return s;
-}
 
 /* Run nft commands in the node namespace. 0 or -1 with nft's message. */
 static int nft_run(const char *cmds, struct dsec_err *err)
@@ -574,9 +148,9 @@ static void ip_text(uint32_t a, char *buf)
  * there. Caller holds the net lock. */
 static int node_make(struct dsec_err *err)
 {
-	char cmds[2048], net[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN];
+	char cmds[4096], net[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN];
 	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_flags = IFF_UP, .ifi_change = IFF_UP};
-	struct nlbuf nb;
+	struct dsec_nl nb;
 	size_t li;
 	int fd, idx;
 
@@ -591,22 +165,34 @@ static int node_make(struct dsec_err *err)
 		 " }\n"
 		 " chain forward {\n"
 		 "  type filter hook forward priority filter; policy accept;\n"
-		 "  iifname \"%1$s\" ct state established,related accept\n"
-		 "  iifname \"%1$s\" ip saddr . ip daddr . meta l4proto . th dport @allow accept\n"
-		 "  iifname \"%1$s\" drop\n"
-		 "  oifname \"%1$s\" ct state established,related accept\n"
-		 "  oifname \"%1$s\" drop\n"
+		 "  iifname \"%s\" ct state established,related accept\n"
+		 "  iifname \"%s\" ip saddr . ip daddr . meta l4proto . th dport @allow accept\n"
+		 "  iifname \"%s\" drop\n"
+		 "  oifname \"%s\" ct state established,related accept\n"
+		 "  oifname \"%s\" drop\n"
 		 " }\n"
 		 " chain input {\n"
 		 "  type filter hook input priority filter; policy accept;\n"
-		 "  iifname \"%1$s\" drop\n"
+		 "  iifname \"%s\" drop\n"
 		 " }\n"
 		 " chain post {\n"
 		 "  type nat hook postrouting priority srcnat; policy accept;\n"
-		 "  ip saddr %2$s/%3$d oifname != \"%1$s\" masquerade\n"
+		 "  ip saddr %s/%d oifname != \"%s\" masquerade\n"
+		 " }\n"
+		 "}\n"
+		 /* each sandbox port speaks only with its own address (nft_src) */
+		 "add table bridge dsec\n"
+		 "delete table bridge dsec\n"
+		 "table bridge dsec {\n"
+		 " set src { type ifname . ipv4_addr; }\n"
+		 " chain pre {\n"
+		 "  type filter hook prerouting priority filter; policy accept;\n"
+		 "  iifname \"dsv*\" ether type ip iifname . ip saddr != @src drop\n"
+		 "  iifname \"dsv*\" ether type arp iifname . arp saddr ip != @src drop\n"
 		 " }\n"
 		 "}\n",
-		 conf.bridge, net, conf.prefix);
+		 conf.bridge, conf.bridge, conf.bridge, conf.bridge, conf.bridge, conf.bridge, net,
+		 conf.prefix, conf.bridge);
 	if (nft_run(cmds, err) < 0)
 		return dsec_err_wrap(err, "node ruleset");
 	/* forwarding in the node namespace only: /proc/sys/net is the opener's namespace */
@@ -622,19 +208,19 @@ static int node_make(struct dsec_err *err)
 		return -1;
 	}
 	close(fd);
-	nl_init(&nb);
-	nl_msg(&nb, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof(ifi));
-	nl_str(&nb, IFLA_IFNAME, conf.bridge);
-	li = nl_nest(&nb, IFLA_LINKINFO);
-	nl_str(&nb, IFLA_INFO_KIND, "bridge");
-	nl_nest_end(&nb, li);
-	if (nl_talk(node_sock, &nb, "create bridge", EEXIST, err) < 0)
+	dsec_nl_init(&nb);
+	dsec_nl_msg(&nb, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof(ifi));
+	dsec_nl_str(&nb, IFLA_IFNAME, conf.bridge);
+	li = dsec_nl_nest(&nb, IFLA_LINKINFO);
+	dsec_nl_str(&nb, IFLA_INFO_KIND, "bridge");
+	dsec_nl_nest_end(&nb, li);
+	if (dsec_nl_talk(node_sock, &nb, "create bridge", EEXIST, err) < 0)
 		return -1;
-	if ((idx = nl_ifindex(node_sock, conf.bridge, err)) <= 0)
+	if ((idx = dsec_nl_ifindex(node_sock, conf.bridge, err)) <= 0)
 		return idx < 0 ? -1 : dsec_err_set(err, ENODEV, "bridge '%s' gone", conf.bridge);
-	nl_init(&nb);
-	nl_addr(&nb, idx, conf.subnet + 1, conf.prefix);
-	return nl_talk(node_sock, &nb, "bridge address", 0, err);
+	dsec_nl_init(&nb);
+	dsec_nl_addr(&nb, idx, conf.subnet + 1, conf.prefix);
+	return dsec_nl_talk(node_sock, &nb, "bridge address", 0, err);
 }
 
 /* Open what every nat operation needs, once per process: our and the node's namespace, a
@@ -649,7 +235,7 @@ static int node_open(const struct dsec_paths *p, struct dsec_err *err)
 		return dsec_err_sys(err, "open /proc/self/ns/net");
 	if (conf.ns[0] && node_ns < 0 && (node_ns = open(conf.ns, O_RDONLY | O_CLOEXEC)) < 0)
 		return dsec_err_sys(err, "open node network namespace '%s'", conf.ns);
-	node_sock = socket_in(node_ns, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, err);
+	node_sock = dsec_nl_socket_in(node_ns, self_ns, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, err);
 	return node_sock < 0 ? -1 : 0;
 }
 
@@ -714,13 +300,13 @@ static int del_link(uint32_t a, struct dsec_err *err)
 {
 	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
 	char name[IFNAMSIZ];
-	struct nlbuf nb;
+	struct dsec_nl nb;
 
 	ifname_for(a, name);
-	nl_init(&nb);
-	nl_msg(&nb, RTM_DELLINK, 0, &ifi, sizeof(ifi));
-	nl_str(&nb, IFLA_IFNAME, name);
-	return nl_talk(node_sock, &nb, "delete veth", ENODEV, err);
+	dsec_nl_init(&nb);
+	dsec_nl_msg(&nb, RTM_DELLINK, 0, &ifi, sizeof(ifi));
+	dsec_nl_str(&nb, IFLA_IFNAME, name);
+	return dsec_nl_talk(node_sock, &nb, "delete veth", ENODEV, err);
 }
 
 /* ---- nftables: per sandbox, only elements of the set "allow" (raw nfnetlink: no
@@ -822,37 +408,70 @@ static unsigned elems_order(struct elem *e, unsigned n)
 static int nft_elems(int type, const struct elem *e, unsigned n, int ok_errno, struct dsec_err *err)
 {
 	struct nfgenmsg g = {.nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0};
-	static struct nlbuf nb;
+	static struct dsec_nl nb;
 	size_t list;
 
 	if (!n)
 		return 0;
-	if (nf_sock < 0 &&
-	    (nf_sock = socket_in(node_ns, AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER, err)) < 0)
+	if (nf_sock < 0 && (nf_sock = dsec_nl_socket_in(node_ns, self_ns, AF_NETLINK, SOCK_RAW,
+							NETLINK_NETFILTER, err)) < 0)
 		return -1;
-	nl_init(&nb);
-	nl_batch(&nb, NFNL_MSG_BATCH_BEGIN);
-	nl_msg(&nb, (NFNL_SUBSYS_NFTABLES << 8) | type,
-	       type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0, &g, sizeof(g));
-	nl_str(&nb, NFTA_SET_ELEM_LIST_TABLE, "dsec");
-	nl_str(&nb, NFTA_SET_ELEM_LIST_SET, "allow");
-	list = nl_nest(&nb, NFTA_SET_ELEM_LIST_ELEMENTS);
+	dsec_nl_init(&nb);
+	dsec_nl_batch(&nb, NFNL_MSG_BATCH_BEGIN);
+	dsec_nl_msg(&nb, (NFNL_SUBSYS_NFTABLES << 8) | type,
+		    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0, &g, sizeof(g));
+	dsec_nl_str(&nb, NFTA_SET_ELEM_LIST_TABLE, "dsec");
+	dsec_nl_str(&nb, NFTA_SET_ELEM_LIST_SET, "allow");
+	list = dsec_nl_nest(&nb, NFTA_SET_ELEM_LIST_ELEMENTS);
 	for (unsigned i = 0; i < n; i++) {
-		size_t el = nl_nest(&nb, NFTA_LIST_ELEM), k;
+		size_t el = dsec_nl_nest(&nb, NFTA_LIST_ELEM), k;
 
-		k = nl_nest(&nb, NFTA_SET_ELEM_KEY);
-		nl_attr(&nb, NFTA_DATA_VALUE, e[i].key, 16);
-		nl_nest_end(&nb, k);
-		k = nl_nest(&nb, NFTA_SET_ELEM_KEY_END);
-		nl_attr(&nb, NFTA_DATA_VALUE, e[i].end, 16);
-		nl_nest_end(&nb, k);
-		nl_nest_end(&nb, el);
+		k = dsec_nl_nest(&nb, NFTA_SET_ELEM_KEY);
+		dsec_nl_attr(&nb, NFTA_DATA_VALUE, e[i].key, 16);
+		dsec_nl_nest_end(&nb, k);
+		k = dsec_nl_nest(&nb, NFTA_SET_ELEM_KEY_END);
+		dsec_nl_attr(&nb, NFTA_DATA_VALUE, e[i].end, 16);
+		dsec_nl_nest_end(&nb, k);
+		dsec_nl_nest_end(&nb, el);
 	}
-	nl_nest_end(&nb, list);
-	nl_batch(&nb, NFNL_MSG_BATCH_END);
-	return nl_talk(nf_sock, &nb,
-		       type == NFT_MSG_NEWSETELEM ? "add allow-list" : "remove allow-list",
-		       ok_errno, err);
+	dsec_nl_nest_end(&nb, list);
+	dsec_nl_batch(&nb, NFNL_MSG_BATCH_END);
+	return dsec_nl_talk(nf_sock, &nb,
+			    type == NFT_MSG_NEWSETELEM ? "add allow-list" : "remove allow-list",
+			    ok_errno, err);
+}
+
+/* Add (or delete) "dsv<hex> . a" in the bridge table's set src: frames from that port must
+ * carry a as their IPv4 or ARP source address, so that a sandbox given CAP_NET_RAW cannot
+ * speak with another's address (and so with its allow-list). */
+static int nft_src(int type, uint32_t a, int ok_errno, struct dsec_err *err)
+{
+	struct nfgenmsg g = {.nfgen_family = NFPROTO_BRIDGE, .version = NFNETLINK_V0};
+	uint8_t key[IFNAMSIZ + 4] = {0};
+	uint32_t be = htonl(a);
+	struct dsec_nl nb;
+	size_t list, el, k;
+
+	if (nf_sock < 0 && (nf_sock = dsec_nl_socket_in(node_ns, self_ns, AF_NETLINK, SOCK_RAW,
+							NETLINK_NETFILTER, err)) < 0)
+		return -1;
+	ifname_for(a, (char *)key);
+	memcpy(key + IFNAMSIZ, &be, 4);
+	dsec_nl_init(&nb);
+	dsec_nl_batch(&nb, NFNL_MSG_BATCH_BEGIN);
+	dsec_nl_msg(&nb, (NFNL_SUBSYS_NFTABLES << 8) | type,
+		    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0, &g, sizeof(g));
+	dsec_nl_str(&nb, NFTA_SET_ELEM_LIST_TABLE, "dsec");
+	dsec_nl_str(&nb, NFTA_SET_ELEM_LIST_SET, "src");
+	list = dsec_nl_nest(&nb, NFTA_SET_ELEM_LIST_ELEMENTS);
+	el = dsec_nl_nest(&nb, NFTA_LIST_ELEM);
+	k = dsec_nl_nest(&nb, NFTA_SET_ELEM_KEY);
+	dsec_nl_attr(&nb, NFTA_DATA_VALUE, key, sizeof(key));
+	dsec_nl_nest_end(&nb, k);
+	dsec_nl_nest_end(&nb, el);
+	dsec_nl_nest_end(&nb, list);
+	dsec_nl_batch(&nb, NFNL_MSG_BATCH_END);
+	return dsec_nl_talk(nf_sock, &nb, "source address check", ok_errno, err);
 }
 
 /* The lease file: the sandbox id, then one allow entry a line (what its elements are). */
@@ -899,6 +518,7 @@ static int teardown(const struct dsec_paths *p, uint32_t a, int link, struct dse
 			/* partly there (a transaction fails whole): one at a time */
 			for (unsigned i = 0; i < n; i++)
 				nft_elems(NFT_MSG_DELSETELEM, &el[i], 1, ENOENT, NULL);
+		nft_src(NFT_MSG_DELSETELEM, a, ENOENT, NULL);
 	}
 	if (link && del_link(a, err) < 0)
 		rc = -1;
@@ -908,64 +528,26 @@ static int teardown(const struct dsec_paths *p, uint32_t a, int link, struct dse
 	return rc;
 }
 
-/* A tbf qdisc on ifindex: rate bytes a second, a burst of 50 ms (at least 32 KiB), a queue of
- * 100 ms more. */
-static void tbf_msg(struct nlbuf *nb, int ifindex, uint64_t rate)
-{
-	struct tcmsg tc = {.tcm_family = AF_UNSPEC,
-			   .tcm_ifindex = ifindex,
-			   .tcm_handle = 0x10000,
-			   .tcm_parent = TC_H_ROOT};
-	uint64_t burst = rate / 20 > 32768 ? rate / 20 : 32768, limit = rate / 10 + burst;
-	struct tc_tbf_qopt q;
-	size_t opt;
-
-	memset(&q, 0, sizeof(q));
-	q.rate.linklayer = TC_LINKLAYER_ETHERNET;
-	q.rate.rate = rate >= 0xffffffffULL ? 0xffffffffU : (uint32_t)rate;
-	q.limit = limit > 0xffffffffULL ? 0xffffffffU : (uint32_t)limit;
-	q.buffer = 1; /* TCA_TBF_BURST replaces it */
-	nl_msg(nb, RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, &tc, sizeof(tc));
-	nl_str(nb, TCA_KIND, "tbf");
-	opt = nl_nest(nb, TCA_OPTIONS);
-	nl_attr(nb, TCA_TBF_PARMS, &q, sizeof(q));
-	nl_u32(nb, TCA_TBF_BURST, burst > 0xffffffffULL ? 0xffffffffU : (uint32_t)burst);
-	if (rate >= 0xffffffffULL)
-		nl_attr(nb, TCA_TBF_RATE64, &rate, sizeof(rate));
-	nl_nest_end(nb, opt);
-}
-
 /* The sandbox's allow-list elements, and its download cap on the host end. */
 static int sandbox_rules(uint32_t a, const struct dsec_net_policy *pol, struct dsec_err *err)
 {
 	static struct elem el[2 * DSEC_NET_ALLOW_MAX];
 	char name[IFNAMSIZ];
-	struct nlbuf nb;
+	struct dsec_nl nb;
 	int idx;
 
-	if (nft_elems(NFT_MSG_NEWSETELEM, el, elems_order(el, policy_elems(a, pol, el)), 0, err) <
-	    0)
+	if (nft_src(NFT_MSG_NEWSETELEM, a, 0, err) < 0 ||
+	    nft_elems(NFT_MSG_NEWSETELEM, el, elems_order(el, policy_elems(a, pol, el)), 0, err) <
+		0)
 		return -1;
 	if (!pol->rate)
 		return 0;
 	ifname_for(a, name);
-	if ((idx = nl_ifindex(node_sock, name, err)) <= 0)
+	if ((idx = dsec_nl_ifindex(node_sock, name, err)) <= 0)
 		return idx < 0 ? -1 : dsec_err_set(err, ENODEV, "veth '%s' gone", name);
-	nl_init(&nb);
-	tbf_msg(&nb, idx, pol->rate);
-	return nl_talk(node_sock, &nb, "bandwidth (tbf)", 0, err);
-}
-
-/* No IPv6 link-local address (nor its duplicate address detection) on a veth end: nat is
- * IPv4, and every IPv6 packet from the bridge is dropped anyway. */
-static void no_ipv6_ll(struct nlbuf *nb)
-{
-	uint8_t none = IN6_ADDR_GEN_MODE_NONE;
-	size_t af = nl_nest(nb, IFLA_AF_SPEC), v6 = nl_nest(nb, AF_INET6);
-
-	nl_attr(nb, IFLA_INET6_ADDR_GEN_MODE, &none, sizeof(none));
-	nl_nest_end(nb, v6);
-	nl_nest_end(nb, af);
+	dsec_nl_init(&nb);
+	dsec_nl_tbf(&nb, idx, pol->rate);
+	return dsec_nl_talk(node_sock, &nb, "bandwidth (tbf)", 0, err);
 }
 
 /* The veth pair, the peer made inside the sandbox's namespace (nsfd) as eth0, up. */
@@ -977,41 +559,41 @@ static int make_veth(uint32_t a, int brindex, int nsfd, struct dsec_err *err)
 	struct ifinfomsg peer = {.ifi_family = AF_UNSPEC};
 	struct ifinfomsg set = {.ifi_family = AF_UNSPEC};
 	char name[IFNAMSIZ];
-	struct nlbuf nb;
+	struct dsec_nl nb;
 	size_t li, data, pe;
 	uint8_t one = 1;
 
 	ifname_for(a, name);
-	nl_init(&nb);
-	nl_msg(&nb, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof(ifi));
-	nl_str(&nb, IFLA_IFNAME, name);
-	nl_u32(&nb, IFLA_MASTER, (uint32_t)brindex);
-	li = nl_nest(&nb, IFLA_LINKINFO);
-	nl_str(&nb, IFLA_INFO_KIND, "veth");
-	data = nl_nest(&nb, IFLA_INFO_DATA);
-	pe = nl_nest(&nb, VETH_INFO_PEER);
+	dsec_nl_init(&nb);
+	dsec_nl_msg(&nb, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof(ifi));
+	dsec_nl_str(&nb, IFLA_IFNAME, name);
+	dsec_nl_u32(&nb, IFLA_MASTER, (uint32_t)brindex);
+	li = dsec_nl_nest(&nb, IFLA_LINKINFO);
+	dsec_nl_str(&nb, IFLA_INFO_KIND, "veth");
+	data = dsec_nl_nest(&nb, IFLA_INFO_DATA);
+	pe = dsec_nl_nest(&nb, VETH_INFO_PEER);
 	((struct rtattr *)(nb.b + pe))->rta_type =
 	    VETH_INFO_PEER; /* not NLA_F_NESTED: it starts with an ifinfomsg */
-	nl_put(&nb, &peer, sizeof(peer));
-	nl_str(&nb, IFLA_IFNAME, "eth0");
-	nl_u32(&nb, IFLA_NET_NS_FD, (uint32_t)nsfd);
-	nl_nest_end(&nb, pe);
-	nl_nest_end(&nb, data);
-	nl_nest_end(&nb, li);
+	dsec_nl_put(&nb, &peer, sizeof(peer));
+	dsec_nl_str(&nb, IFLA_IFNAME, "eth0");
+	dsec_nl_u32(&nb, IFLA_NET_NS_FD, (uint32_t)nsfd);
+	dsec_nl_nest_end(&nb, pe);
+	dsec_nl_nest_end(&nb, data);
+	dsec_nl_nest_end(&nb, li);
 	/* addrconf acts when the link comes up: its mode first */
-	nl_msg(&nb, RTM_NEWLINK, 0, &set, sizeof(set));
-	nl_str(&nb, IFLA_IFNAME, name);
-	no_ipv6_ll(&nb);
+	dsec_nl_msg(&nb, RTM_NEWLINK, 0, &set, sizeof(set));
+	dsec_nl_str(&nb, IFLA_IFNAME, name);
+	dsec_nl_no_ipv6_ll(&nb);
 	/* no frames between two isolated bridge ports: sandboxes do not see one another */
-	nl_msg(&nb, RTM_NEWLINK, 0, &up, sizeof(up));
-	nl_str(&nb, IFLA_IFNAME, name);
-	li = nl_nest(&nb, IFLA_LINKINFO);
-	nl_str(&nb, IFLA_INFO_SLAVE_KIND, "bridge");
-	data = nl_nest(&nb, IFLA_INFO_SLAVE_DATA);
-	nl_attr(&nb, IFLA_BRPORT_ISOLATED, &one, sizeof(one));
-	nl_nest_end(&nb, data);
-	nl_nest_end(&nb, li);
-	return nl_talk(node_sock, &nb, "create veth", 0, err);
+	dsec_nl_msg(&nb, RTM_NEWLINK, 0, &up, sizeof(up));
+	dsec_nl_str(&nb, IFLA_IFNAME, name);
+	li = dsec_nl_nest(&nb, IFLA_LINKINFO);
+	dsec_nl_str(&nb, IFLA_INFO_SLAVE_KIND, "bridge");
+	data = dsec_nl_nest(&nb, IFLA_INFO_SLAVE_DATA);
+	dsec_nl_attr(&nb, IFLA_BRPORT_ISOLATED, &one, sizeof(one));
+	dsec_nl_nest_end(&nb, data);
+	dsec_nl_nest_end(&nb, li);
+	return dsec_nl_talk(node_sock, &nb, "create veth", 0, err);
 }
 
 /* Inside: eth0's address and the default route via the bridge. */
@@ -1024,28 +606,28 @@ static int inside_config(int nsfd, uint32_t a, uint64_t rate, struct dsec_err *e
 			   .rtm_type = RTN_UNICAST};
 	struct ifinfomsg up = {.ifi_family = AF_UNSPEC, .ifi_flags = IFF_UP, .ifi_change = IFF_UP};
 	struct ifinfomsg set = {.ifi_family = AF_UNSPEC};
-	struct nlbuf nb;
+	struct dsec_nl nb;
 	int s, rc, idx;
 
-	if ((s = socket_in(nsfd, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, err)) < 0)
+	if ((s = dsec_nl_socket_in(nsfd, self_ns, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, err)) < 0)
 		return -1;
-	if ((idx = nl_ifindex(s, "eth0", err)) <= 0) {
+	if ((idx = dsec_nl_ifindex(s, "eth0", err)) <= 0) {
 		close(s);
 		return idx < 0 ? -1 : dsec_err_set(err, ENODEV, "no eth0 inside");
 	}
 	up.ifi_index = idx;
-	nl_init(&nb);
-	nl_msg(&nb, RTM_NEWLINK, 0, &set, sizeof(set));
+	dsec_nl_init(&nb);
+	dsec_nl_msg(&nb, RTM_NEWLINK, 0, &set, sizeof(set));
 	((struct ifinfomsg *)NLMSG_DATA(nb.b + nb.msg))->ifi_index = idx;
-	no_ipv6_ll(&nb);
-	nl_msg(&nb, RTM_NEWLINK, 0, &up, sizeof(up));
-	nl_addr(&nb, idx, a, conf.prefix);
-	nl_msg(&nb, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &rt, sizeof(rt));
-	nl_u32(&nb, RTA_GATEWAY, htonl(conf.subnet + 1));
-	nl_u32(&nb, RTA_OIF, (uint32_t)idx);
+	dsec_nl_no_ipv6_ll(&nb);
+	dsec_nl_msg(&nb, RTM_NEWLINK, 0, &up, sizeof(up));
+	dsec_nl_addr(&nb, idx, a, conf.prefix);
+	dsec_nl_msg(&nb, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &rt, sizeof(rt));
+	dsec_nl_u32(&nb, RTA_GATEWAY, htonl(conf.subnet + 1));
+	dsec_nl_u32(&nb, RTA_OIF, (uint32_t)idx);
 	if (rate) /* uploads: eth0's egress, out of reach without CAP_NET_ADMIN inside */
-		tbf_msg(&nb, idx, rate);
-	rc = nl_talk(s, &nb, "configure eth0 inside", 0, err);
+		dsec_nl_tbf(&nb, idx, rate);
+	rc = dsec_nl_talk(s, &nb, "configure eth0 inside", 0, err);
 	close(s);
 	return rc;
 }
@@ -1060,7 +642,7 @@ static char *lease_text(const char *id, const struct dsec_net_policy *pol)
 		return NULL;
 	len = (size_t)snprintf(t, cap, "%s\nrate=%llu\n", id, (unsigned long long)pol->rate);
 	for (unsigned i = 0; i < pol->n; i++) {
-		len += (size_t)entry_text(&pol->allow[i], t + len, cap - len);
+		len += (size_t)dsec_net_allow_text(&pol->allow[i], t + len, cap - len);
 		t[len++] = '\n';
 		t[len] = '\0';
 	}
@@ -1082,10 +664,10 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 	if ((lock = net_lock(p, err)) < 0)
 		return -1;
 	if (!node_ready) {
-		if ((brindex = nl_ifindex(node_sock, conf.bridge, err)) < 0)
+		if ((brindex = dsec_nl_ifindex(node_sock, conf.bridge, err)) < 0)
 			goto fail;
 		if (brindex == 0 && (node_make(err) < 0 ||
-				     (brindex = nl_ifindex(node_sock, conf.bridge, err)) <= 0))
+				     (brindex = dsec_nl_ifindex(node_sock, conf.bridge, err)) <= 0))
 			goto fail;
 		node_ready = brindex;
 	}

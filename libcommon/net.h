@@ -62,6 +62,9 @@ struct dsec_net_policy {
 /* Add "ADDR[/PREFIX][:PORT]", "NAME[:PORT]" or a preset ("pypi") to pol. 0 or -1. */
 int dsec_net_allow_parse(const char *s, struct dsec_net_policy *pol, struct dsec_err *err);
 
+/* One entry as text: "a.b.c.d/p[:port]" or "name[:port]" (snprintf-style). */
+int dsec_net_allow_text(const struct dsec_net_allow *a, char *buf, size_t n);
+
 /* A bandwidth "N[k|m|g][bit]" (bits a second, ×1000) to bytes a second, 8kbit..100gbit. */
 int dsec_net_rate_parse(const char *s, uint64_t *bytes, struct dsec_err *err);
 

@@ -234,3 +234,16 @@ host_untouched() {
 	[ "$status" -eq 0 ]
 	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 2 ]
 }
+
+@test "net nat: a port speaks only with its own address (ARP and IPv4 spoofing dropped)" {
+	nat_spawn
+	A=$ID
+	A_ADDR=$ADDR
+	nat_spawn
+	B_ADDR=$ADDR
+	pid=$(sb_pid "$A")
+	# raw sockets need CAP_NET_RAW, which sandboxes lack: ask from the host, in A's namespace
+	nsenter -t "$pid" -n busybox arping -q -I eth0 -s "$A_ADDR" -c 1 -w 2 10.88.0.1
+	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s "$B_ADDR" -c 1 -w 2 10.88.0.1
+	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s 10.88.0.99 -c 1 -w 2 10.88.0.1
+}
