@@ -752,6 +752,26 @@ static int addr_parse(const char *s, uint32_t *a)
 	return 0;
 }
 
+/* Is the configured node namespace gone (its file removed)? Then every interface and rule of
+ * it went with it, and only the leases are left to remove. */
+static int node_gone(const struct dsec_paths *p)
+{
+	struct net_conf c;
+
+	if (node_sock >= 0 || conf_load(p, &c, NULL) < 0 || !c.ns[0])
+		return 0;
+	return access(c.ns, F_OK) < 0 && errno == ENOENT;
+}
+
+static int release(const struct dsec_paths *p, uint32_t a)
+{
+	char ip[INET_ADDRSTRLEN], lease[PATH_MAX];
+
+	ip_text(a, ip);
+	snprintf(lease, sizeof(lease), "%s/net/leases/%s", p->run, ip);
+	return unlink(lease) < 0 && errno != ENOENT ? -1 : 0;
+}
+
 int dsec_net_detach(const struct dsec_paths *p, const struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	char path[PATH_MAX + 32], ip[64];
@@ -767,7 +787,7 @@ int dsec_net_detach(const struct dsec_paths *p, const struct dsec_sandbox *sb, s
 	ip[n] = '\0';
 	if (addr_parse(ip, &a) < 0)
 		return dsec_err_set(err, EINVAL, "%s: bad '%s'", sb->id, path);
-	if (node_open(p, err) < 0 || teardown(p, a, 0, err) < 0)
+	if (node_gone(p) ? release(p, a) < 0 : node_open(p, err) < 0 || teardown(p, a, 0, err) < 0)
 		return dsec_err_wrap(err, "%s: net teardown", sb->id);
 	unlink(path);
 	return 0;
@@ -821,7 +841,8 @@ int dsec_net_orphans(const struct dsec_paths *p, struct dsec_err *err)
 			}
 		}
 		free(id);
-		if (node_open(p, err) < 0 || teardown(p, a, 1, err) < 0)
+		if (node_gone(p) ? release(p, a) < 0
+				 : node_open(p, err) < 0 || teardown(p, a, 1, err) < 0)
 			rc = -1;
 		else
 			count++;
