@@ -239,15 +239,34 @@ static int node_open(const struct dsec_paths *p, struct dsec_err *err)
 	return node_sock < 0 ? -1 : 0;
 }
 
+static int lock_fd = -1, leases_fd = -1;
+
+/* Take $DSEC_RUN/net/lock exclusive; opened once per process with the leases dir. Returns the
+ * lock's fd (release with net_unlock) or -1. */
 static int net_lock(const struct dsec_paths *p, struct dsec_err *err)
 {
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/net/leases", p->run);
-	if (dsec_mkdir_p(path, 0700, err) < 0)
-		return -1;
-	snprintf(path, sizeof(path), "%s/net/lock", p->run);
-	return dsec_lock(path, 1, 1, err);
+	if (lock_fd < 0) {
+		snprintf(path, sizeof(path), "%s/net/leases", p->run);
+		if (dsec_mkdir_p(path, 0700, err) < 0)
+			return -1;
+		if ((leases_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+			return dsec_err_sys(err, "open '%s'", path);
+		snprintf(path, sizeof(path), "%s/net/lock", p->run);
+		lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (lock_fd < 0)
+			return dsec_err_sys(err, "open '%s'", path);
+	}
+	while (flock(lock_fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return dsec_err_sys(err, "lock %s/net/lock", p->run);
+	return lock_fd;
+}
+
+static void net_unlock(void)
+{
+	flock(lock_fd, LOCK_UN);
 }
 
 /* ---- addresses ---- */
@@ -654,7 +673,7 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 {
 	static struct dsec_net_policy res;
 	char path[PATH_MAX + 32], ip[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN];
-	int lock = -1, dirfd = -1, nsfd = -1, brindex;
+	int lock = -1, nsfd = -1, brindex;
 	uint32_t a = 0;
 	uint64_t t0 = dsec_now_us(), t[4];
 	char *text;
@@ -672,20 +691,15 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		node_ready = brindex;
 	}
 	brindex = node_ready;
-	snprintf(path, sizeof(path), "%s/net/leases", p->run);
-	if ((dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		dsec_err_sys(err, "open '%s'", path);
-		goto fail;
-	}
 	text = lease_text(sb->id, &res);
-	if (!text || dsec_net_lease(dirfd, lock, conf.subnet, conf.prefix, text, &a, err) < 0) {
+	if (!text || dsec_net_lease(leases_fd, lock, conf.subnet, conf.prefix, text, &a, err) < 0) {
 		if (!text)
 			dsec_err_set(err, ENOMEM, "lease");
 		free(text);
 		goto fail;
 	}
 	free(text);
-	close(lock);
+	net_unlock();
 	lock = -1;
 	ip_text(a, ip);
 	snprintf(path, sizeof(path), "%s/" ADDR_LINK, sb->dir);
@@ -719,7 +733,6 @@ made:
 			   (unsigned long long)(t[0] - t0), (unsigned long long)(t[1] - t[0]),
 			   (unsigned long long)(t[2] - t[1]), (unsigned long long)(t[3] - t[2]));
 	close(nsfd);
-	close(dirfd);
 	if (info) {
 		ip_text(conf.subnet + 1, gw);
 		*info =
@@ -735,10 +748,8 @@ fail:
 	}
 	if (nsfd >= 0)
 		close(nsfd);
-	if (dirfd >= 0)
-		close(dirfd);
 	if (lock >= 0)
-		close(lock);
+		net_unlock();
 	return dsec_err_wrap(err, "%s: net nat", sb->id);
 }
 
@@ -827,20 +838,26 @@ int dsec_net_orphans(const struct dsec_paths *p, struct dsec_err *err)
 	if (!(d = opendir(dir)))
 		return errno == ENOENT ? 0 : dsec_err_sys(err, "open '%s'", dir);
 	while ((e = readdir(d))) {
-		char *id = NULL;
+		char id[DSEC_ID_MAX + 2] = "";
 		uint32_t a;
+		ssize_t n = -1;
+		int fd;
 
 		if (addr_parse(e->d_name, &a) < 0)
 			continue;
-		if (dsec_read_file(dirfd(d), e->d_name, 64, &id, NULL) >= 0 &&
-		    dsec_sandbox_id_ok(id)) {
-			snprintf(sbdir, sizeof(sbdir), "%s/sandboxes/%s", p->run, id);
-			if (access(sbdir, F_OK) == 0) {
-				free(id);
-				continue;
-			}
+		/* the first line names the sandbox */
+		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd >= 0) {
+			n = read(fd, id, sizeof(id) - 1);
+			close(fd);
 		}
-		free(id);
+		id[n > 0 ? n : 0] = '\0';
+		id[strcspn(id, "\n")] = '\0';
+		if (dsec_sandbox_id_ok(id)) {
+			snprintf(sbdir, sizeof(sbdir), "%s/sandboxes/%s", p->run, id);
+			if (access(sbdir, F_OK) == 0)
+				continue;
+		}
 		if (node_gone(p) ? release(p, a) < 0
 				 : node_open(p, err) < 0 || teardown(p, a, 1, err) < 0)
 			rc = -1;

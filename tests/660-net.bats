@@ -183,12 +183,20 @@ host_untouched() {
 	dead=$ID
 	nat_spawn --allow 192.0.2.11
 	lost=$ID
+	nat_spawn --allow 192.0.2.12:443 --allow 198.51.100.0/24 --allow 203.0.113.7:8443
+	live=$ID
+	live_addr=$ADDR
 	ip netns exec "$NODE" nft list set inet dsec allow | grep -q "192.0.2.10 \. tcp \. 80"
 	kill -9 "$(sb_pid "$dead")"
 	# a crash that lost the state dir of a sandbox: only its lease is left to go by
 	kill -9 "$(sb_pid "$lost")"
 	rm -rf "${DSEC_RUN:?}/sandboxes/$lost"
 	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	# the live one keeps its network
+	[ "$(ls "$DSEC_RUN/net/leases")" = "$live_addr" ]
+	[ "$(ip netns exec "$NODE" nft list set inet dsec allow | grep -c "10\.88\.")" -eq 5 ]
+	run dsec-reap "$live"
 	[ "$status" -eq 0 ]
 	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 0 ]
 	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\."
