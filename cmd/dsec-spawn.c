@@ -283,6 +283,10 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 		dsec_err_set(&err, EINVAL, "no image (give --image or an \"image\" member)");
 		goto failed;
 	}
+	if (s->net != DSEC_NET_NAT && (s->pol->n || s->pol->rate)) {
+		dsec_err_set(&err, EINVAL, "an allow-list or bandwidth needs net nat");
+		goto failed;
+	}
 	snprintf(sb.image, sizeof(sb.image), "%s", s->image);
 	sb.limits = s->lim;
 	sb.ttl_us = s->ttl_us;

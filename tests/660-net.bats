@@ -255,3 +255,17 @@ host_untouched() {
 	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s "$B_ADDR" -c 1 -w 2 10.88.0.1
 	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s 10.88.0.99 -c 1 -w 2 10.88.0.1
 }
+
+@test "net nat: spec records: allow without net nat is an error record, others go on" {
+	run dsec-spawn <<'EOF2'
+{"image":"busybox","allow":["192.0.2.10:80"],"n":1}
+{"image":"busybox","net":"nat","allow":["192.0.2.10:80"],"n":2}
+{"image":"busybox","net":"nat","allow":["bad rule"],"n":3}
+EOF2
+	[ "$status" -eq 1 ]
+	[ "$(records | wc -l)" -eq 3 ]
+	json_has "$(records | sed -n 1p)" '.error.msg | test("needs net nat")'
+	json_is "$(records | sed -n 2p)" .net nat
+	json_is "$(records | sed -n 2p)" .n 2
+	json_has "$(records | sed -n 3p)" '.error.msg | test("bad rule")'
+}
