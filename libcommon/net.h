@@ -9,27 +9,30 @@
  *
  *   bridge dsec0 (net_bridge), up, address <subnet>.1 (net_subnet, default 10.88.0.0/16);
  *   net.ipv4.ip_forward=1 (in the node namespace only);
- *   nftables table inet dsec: maps out/in (sandbox address -> jump to its chains), a forward
- *   chain sending everything from or to the bridge through them (policy accept for the rest
- *   of the node's traffic, drop for what no map names), an input chain dropping everything
- *   that comes from the bridge (sandboxes reach none of the node's own services, DNS
- *   included), a postrouting chain masquerading the subnet.
+ *   nftables (the only libnftables use, text): table inet dsec with a set "allow" of
+ *   saddr . daddr . l4proto . dport intervals, a forward chain accepting replies and what the
+ *   set allows from the bridge and dropping everything else from or to it (the rest of the
+ *   node's traffic passes: policy accept), an input chain dropping everything from the
+ *   bridge (sandboxes reach none of the node's own services, DNS included), a postrouting
+ *   chain masquerading the subnet; table bridge dsec with a set "src" of port . address,
+ *   dropping IPv4 and ARP from a dsv* port with any other source address.
  *
- * Per sandbox (dsec_net_attach, right after its holder starts):
+ * Per sandbox (dsec_net_attach, right after its holder starts), no process forked:
  *   an address from the subnet: a lease file $DSEC_RUN/net/leases/<a.b.c.d> holding the
- *   sandbox id, allocated under the lock (reused after reap); a symlink
- *   $DSEC_RUN/sandboxes/<id>/net-addr -> <a.b.c.d> for the teardown;
- *   a veth pair made by one netlink batch: dsv<8 hex of the address> on the bridge, up,
- *   bridge port "isolated" (no frames between sandboxes), its peer created straight inside
- *   the holder's network namespace as eth0; there: address/prefix, up, default route via
- *   the bridge address;
- *   nftables chains o_<hex> (egress: over-rate drop, established, each allowed address/port,
- *   drop) and i_<hex> (ingress: over-rate drop, established, drop) and the map elements, in
- *   one transaction.
+ *   sandbox id, its rate and resolved allow-list, allocated under the lock (reused after
+ *   reap); a symlink $DSEC_RUN/sandboxes/<id>/net-addr -> <a.b.c.d> for the teardown;
+ *   one rtnetlink batch on the node: a veth pair, dsv<8 hex of the address> on the bridge,
+ *   no IPv6 link-local, bridge port "isolated" (no frames between sandboxes), up, its peer
+ *   created straight inside the holder's network namespace (/proc/<pid>/ns/net) as eth0;
+ *   one batch inside: eth0 without IPv6 link-local, up, address/prefix, default route via
+ *   the bridge address, a tbf qdisc (uploads) with --bandwidth;
+ *   one nfnetlink batch each for the "src" and "allow" elements; a tbf qdisc on the host
+ *   end (downloads) with --bandwidth.
  *
- * Teardown (dsec_net_detach, from dsec_sandbox_destroy): map elements, chains, veth, lease.
- * What a kill -9 left (a lease whose sandbox state is gone) is found by dsec_net_orphans.
- * One run dir per node network namespace (the leases are the run dir's). */
+ * Teardown (dsec_net_detach, from dsec_sandbox_destroy): set elements and lease; the veth goes
+ * with the sandbox's namespace. What a kill -9 left (a lease whose sandbox state is gone) is
+ * found by dsec_net_orphans, which deletes the veth too. One run dir per node network
+ * namespace (the leases are the run dir's). */
 #ifndef DSEC_NET_H
 #define DSEC_NET_H
 
