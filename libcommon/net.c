@@ -84,9 +84,13 @@ static int conf_load(const struct dsec_paths *p, struct net_conf *c, struct dsec
 	snprintf(c->bridge, sizeof(c->bridge), "dsec0");
 	if ((e = getenv("DSEC_NET_BRIDGE")) ||
 	    (conf_get(file, "net_bridge", v, sizeof(v)) && (e = v))) {
-		if (!*e || strlen(e) >= 12 || strchr(e, '/'))
-			return dsec_err_set(err, EINVAL, "net_bridge '%s': want 1 to 11 characters",
-					    e);
+		/* it goes into the nftables text: a plain name only */
+		if (!*e || strlen(e) >= 12 ||
+		    strspn(e, "abcdefghijklmnopqrstuvwxyz"
+			      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(e))
+			return dsec_err_set(
+			    err, EINVAL, "net_bridge '%s': want 1 to 11 letters, digits, '_', '-'",
+			    e);
 		snprintf(c->bridge, sizeof(c->bridge), "%s", e);
 	}
 	snprintf(v, sizeof(v), "10.88.0.0/16");
@@ -96,8 +100,11 @@ static int conf_load(const struct dsec_paths *p, struct net_conf *c, struct dsec
 		conf_get(file, "net_subnet", v, sizeof(v));
 	slash = strchr(v, '/');
 	if (!slash || (*slash = '\0', inet_pton(AF_INET, v, &in) != 1) ||
-	    dsec_parse_count(slash + 1, 8, 29, &n, "prefix", NULL) < 0)
+	    dsec_parse_count(slash + 1, 8, 29, &n, "prefix", NULL) < 0) {
+		if (slash)
+			*slash = '/';
 		return dsec_err_set(err, EINVAL, "net_subnet '%s': want A.B.C.D/8..29", v);
+	}
 	c->prefix = (int)n;
 	c->subnet = ntohl(in.s_addr) & (~0U << (32 - n));
 	return 0;
@@ -678,10 +685,9 @@ int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 	uint64_t t0 = dsec_now_us(), t[4];
 	char *text;
 
-	if (node_open(p, err) < 0 || dsec_net_resolve(pol, &res, err) < 0)
-		return -1;
-	if ((lock = net_lock(p, err)) < 0)
-		return -1;
+	if (node_open(p, err) < 0 || dsec_net_resolve(pol, &res, err) < 0 ||
+	    (lock = net_lock(p, err)) < 0)
+		return dsec_err_wrap(err, "%s: net nat", sb->id);
 	if (!node_ready) {
 		if ((brindex = dsec_nl_ifindex(node_sock, conf.bridge, err)) < 0)
 			goto fail;
