@@ -106,7 +106,7 @@ static json_t *record(const struct dsec_sandbox *sb)
 	json_object_set_new(rec, "pids", json_integer((json_int_t)cs.pids));
 	json_object_set_new(rec, "disk", disk >= 0 ? json_integer(disk) : json_null());
 	json_object_set_new(rec, "disk_limit", json_integer((json_int_t)sb->limits.disk));
-	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(rec, "net", json_string(dsec_net_mode_name(sb->net)));
 	json_object_set_new(rec, "warm", json_boolean(dsec_pool_claimed(sb)));
 	json_object_set_new(rec, "labels", sb->labels ? json_incref(sb->labels) : json_object());
 	json_object_set_new(rec, "limits", dsec_pool_limits_json(&sb->limits));

@@ -9,6 +9,7 @@
 #include "cgroup.h"
 #include "cli.h"
 #include "jsonl.h"
+#include "net.h"
 #include "pool.h"
 #include "sandbox.h"
 #include "state.h"
@@ -26,7 +27,8 @@ static const char usage[] =
     "  -a, --all             reap every sandbox of the run dir, then its template namespace\n"
     "      --expired         reap the sandboxes whose TTL has run out\n"
     "      --orphans         clean up after crashed tools: state without a live holder, cgroups\n"
-    "                        without state, sandboxes whose creator died before handing them out\n"
+    "                        without state, sandboxes whose creator died before handing them out,\n"
+    "                        and the nat network (addresses, rules) of sandboxes gone\n"
     "      --pause           freeze every process of the given sandboxes instead "
     "(\"paused\":true)\n"
     "      --resume          thaw them again (\"paused\":false); dsec-exec resumes by itself\n"
@@ -215,6 +217,11 @@ int main(int argc, char **argv)
 			dsec_err_print(&err);
 			failed = 1;
 		}
+		/* --net nat: rules, veth and lease of sandboxes whose state is gone */
+		if (dsec_net_orphans(&paths, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+		}
 		/* warm pools: drop ready entries whose sandbox is gone */
 		if (dsec_pool_cleanup(&paths, &err) < 0) {
 			dsec_err_print(&err);
@@ -258,6 +265,7 @@ int main(int argc, char **argv)
 		lock = dsec_lock(path, 1, 0, &err);
 		if (lock >= 0) {
 			if (dsec_sandbox_orphans(&paths, orphan_fn, NULL, &err) < 0 ||
+			    dsec_net_orphans(&paths, &err) < 0 ||
 			    dsec_run_cleanup(&paths, &err) < 0) {
 				dsec_err_print(&err);
 				failed = 1;

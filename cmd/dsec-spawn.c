@@ -10,6 +10,7 @@
 #include "commit.h"
 #include "jsonl.h"
 #include "admit.h"
+#include "net.h"
 #include "pool.h"
 #include "resource.h"
 #include "sandbox.h"
@@ -21,11 +22,11 @@ static const char usage[] =
     "   or: dsec-spawn --resize [ID]... [RESOURCE OPTION]...\n"
     "Create sandboxes from IMAGE and print one JSON record per sandbox. Without --image, read\n"
     "one spec record per line on standard input (keys: image, cpus, memory, pids, disk, net,\n"
-    "ttl, env, hostname, labels, and the resource options' names with '_': cpu_request, …,\n"
-    "class); the options then give the defaults, and every other member of a record passes\n"
-    "through to its output. With --resize, change the limits, requests or class of live\n"
-    "sandboxes (the IDs, or records with \"id\" on standard input) to what the options and\n"
-    "the records' resource keys say, without restarting them.\n"
+    "ttl, env, hostname, labels, allow, bandwidth, and the resource options' names with '_':\n"
+    "cpu_request, …, class); the options then give the defaults, and every other member of a\n"
+    "record passes through to its output. With --resize, change the limits, requests or class\n"
+    "of live sandboxes (the IDs, or records with \"id\" on standard input) to what the options\n"
+    "and the records' resource keys say, without restarting them.\n"
     "\n"
     "  -i, --image IMAGE     image from the layer store (see dsec-layer)\n"
     "  -n, --count N         create N sandboxes (per input record; default 1)\n"
@@ -45,7 +46,11 @@ static const char usage[] =
     "      --wait[=D]        when the node is full (see dsec-node(5)), wait for room, at most\n"
     "                        D (e.g. 30s; default: no end), instead of failing\n"
     "      --resize          resize live sandboxes instead of creating them\n"
-    "      --net MODE        none (own network namespace, loopback only; default) or host\n"
+    "      --net MODE        none (own network namespace, loopback only; default), host, or\n"
+    "                        nat (own veth behind the node's dsec bridge, NAT, allow-list)\n"
+    "      --allow RULE      nat: let it reach ADDR[/PREFIX][:PORT] or NAME[:PORT] (names\n"
+    "                        resolved at spawn; preset: pypi); repeatable; else all dropped\n"
+    "      --bandwidth RATE  nat: cap each direction at RATE bits/s, e.g. 10mbit\n"
     "      --ttl DURATION    lifetime before dsec-reap --expired takes it (default 1h; 0 = none)\n"
     "      --env K=V         environment for commands run in it (repeatable)\n"
     "      --hostname H      host name inside (default: the sandbox id)\n"
@@ -81,7 +86,9 @@ enum {
 	OPT_FROM,
 	OPT_RES, /* the resource options: their long names go to dsec_res_parse */
 	OPT_WAIT,
-	OPT_RESIZE
+	OPT_RESIZE,
+	OPT_ALLOW,
+	OPT_BANDWIDTH
 };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
@@ -108,6 +115,8 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"class", required_argument, NULL, OPT_RES},
 					 {"wait", optional_argument, NULL, OPT_WAIT},
 					 {"resize", no_argument, NULL, OPT_RESIZE},
+					 {"allow", required_argument, NULL, OPT_ALLOW},
+					 {"bandwidth", required_argument, NULL, OPT_BANDWIDTH},
 					 {NULL, 0, NULL, 0}};
 
 #define MAX_TTL_US (3650ULL * 86400 * 1000000)
@@ -121,8 +130,9 @@ struct spec {
 	uint64_t ttl_us;
 	enum dsec_net net;
 	const char *hostname;
-	json_t *env;    /* array of "K=V" */
-	json_t *labels; /* object */
+	json_t *env;                 /* array of "K=V" */
+	json_t *labels;              /* object */
+	struct dsec_net_policy *pol; /* nat: allow-list and bandwidth */
 };
 
 /* The long name of option code c, for messages. */
@@ -243,6 +253,28 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 			return dsec_err_set(err, EINVAL, "'env': want an array or object");
 		}
 	}
+	if (json_object_get(rec, "allow") || json_object_get(rec, "bandwidth")) {
+		json_t *e;
+		size_t i;
+
+		/* the record's allow-list adds to the options' */
+		s->pol = memcpy(malloc(sizeof(*s->pol)), s->pol, sizeof(*s->pol));
+		v = json_object_get(rec, "allow");
+		if (v && !json_is_array(v))
+			return dsec_err_set(err, EINVAL, "'allow': want an array of strings");
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e))
+				return dsec_err_set(err, EINVAL, "'allow': want strings");
+			if (dsec_net_allow_parse(json_string_value(e), s->pol, err) < 0)
+				return -1;
+		}
+		if ((v = json_object_get(rec, "bandwidth")) &&
+		    (!json_is_string(v) ||
+		     dsec_net_rate_parse(json_string_value(v), &s->pol->rate, err) < 0))
+			return dsec_err_set(err, EINVAL,
+					    "'bandwidth': want a rate, e.g. \"10mbit\"");
+	}
 	if ((v = json_object_get(rec, "labels"))) {
 		json_t *e;
 		const char *k;
@@ -281,7 +313,7 @@ static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, 
 	json_object_set_new(rec, "limits", lim);
 	json_object_set_new(rec, "ttl",
 			    json_integer((json_int_t)((sb->ttl_us + 999999) / 1000000)));
-	json_object_set_new(rec, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(rec, "net", json_string(dsec_net_mode_name(sb->net)));
 	json_object_set_new(rec, "pid", json_integer(sb->holder_pid));
 	dsec_res_record(rec, sb);
 	return rec;
@@ -293,7 +325,8 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 {
 	struct dsec_sandbox sb;
 	struct dsec_err err = {0};
-	json_t *rec = json_deep_copy(in);
+	static char netpol[DSEC_NETPOL_MAX];
+	json_t *rec = json_deep_copy(in), *nat = NULL;
 	uint64_t t0, w0 = dsec_now_us();
 	unsigned round = 0;
 	int rc, warm = 0;
@@ -302,6 +335,10 @@ again:
 	memset(&sb, 0, sizeof(sb));
 	if (!s->image) {
 		dsec_err_set(&err, EINVAL, "no image (give --image or an \"image\" member)");
+		goto failed;
+	}
+	if (s->net != DSEC_NET_NAT && (s->pol->n || s->pol->rate)) {
+		dsec_err_set(&err, EINVAL, "an allow-list or bandwidth needs net nat");
 		goto failed;
 	}
 	snprintf(sb.image, sizeof(sb.image), "%s", s->image);
@@ -315,6 +352,12 @@ again:
 	sb.env = s->env;
 	sb.labels = s->labels;
 	t0 = dsec_now_us();
+	/* a nat pool matches only the same allow-list and bandwidth */
+	claimer.netpol = NULL;
+	if (s->net == DSEC_NET_NAT) {
+		dsec_net_policy_canon(s->pol, netpol, sizeof(netpol));
+		claimer.netpol = netpol;
+	}
 	warm = dsec_pool_claim(&claimer, &sb, &err);
 	if (warm == 0 && warm_only) {
 		sb.env = sb.labels = NULL;
@@ -324,9 +367,17 @@ again:
 	}
 	if (warm == 1) {
 		rc = 0;
+		if (sb.net == DSEC_NET_NAT)
+			nat = dsec_net_info(paths, &sb);
 	} else {
 		rc = warm < 0 ? -1 : dsec_admit_create(paths, &sb, &err);
 		sb.env = sb.labels = NULL; /* borrowed from s */
+		/* --net nat: the veth into the holder's namespace, right after it started */
+		if (rc == 0 && sb.net == DSEC_NET_NAT &&
+		    dsec_net_attach(paths, &sb, s->pol, &nat, &err) < 0) {
+			dsec_sandbox_destroy(paths, &sb, NULL);
+			rc = -1;
+		}
 	}
 	if (rc < 0 && err.errnum == ENOSPC && dsec_admit_wait(w0, wait_us, &round) == 0) {
 		memset(&err, 0, sizeof(err));
@@ -335,6 +386,8 @@ again:
 	if (rc < 0)
 		goto failed;
 	record_for(rec, &sb, warm == 1, dsec_now_us() - t0);
+	if (nat)
+		json_object_set_new(rec, "nat", nat);
 	if (dsec_jsonl_emit(rec, &err) < 0) {
 		/* nobody will learn of this sandbox: take it back */
 		dsec_sandbox_destroy(paths, &sb, NULL);
@@ -442,6 +495,7 @@ int main(int argc, char **argv)
 				   .disk = DSEC_DEFAULT_DISK},
 			   .ttl_us = DSEC_DEFAULT_TTL_US,
 			   .net = DSEC_NET_NONE};
+	static struct dsec_net_policy defpol;
 	long long n = 1;
 	int c, li, failed = 0, lock, resize = 0;
 	const char *from = NULL;
@@ -452,6 +506,7 @@ int main(int argc, char **argv)
 	dsec_prog = "dsec-spawn";
 	def.env = json_array();
 	def.labels = json_object();
+	def.pol = &defpol;
 	while ((c = getopt_long(argc, argv, "hVqvi:n:", longopts, &li)) != -1) {
 		char *eq;
 		struct dsec_res r;
@@ -459,7 +514,8 @@ int main(int argc, char **argv)
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
 		if (c == 'i' || c == 'n' || c == OPT_NET || c == OPT_TTL || c == OPT_ENV ||
-		    c == OPT_HOSTNAME || c == OPT_LABEL || c == OPT_WARM_ONLY)
+		    c == OPT_HOSTNAME || c == OPT_LABEL || c == OPT_WARM_ONLY || c == OPT_FROM ||
+		    c == OPT_ALLOW || c == OPT_BANDWIDTH)
 			spawn_opt = c == 'i' ? "image" : c == 'n' ? "count" : longopt_name(c);
 		switch (c) {
 		case 'i':
@@ -522,6 +578,14 @@ int main(int argc, char **argv)
 				dsec_usage_error("--from '%s': not a sandbox id", optarg);
 			from = optarg;
 			break;
+		case OPT_ALLOW:
+			if (dsec_net_allow_parse(optarg, &defpol, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_BANDWIDTH:
+			if (dsec_net_rate_parse(optarg, &defpol.rate, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
 		case OPT_LABEL:
 			eq = strchr(optarg, '=');
 			if (!eq || eq == optarg)
@@ -541,6 +605,8 @@ int main(int argc, char **argv)
 		dsec_usage_error("unexpected argument '%s'", argv[optind]);
 	if (from && def.image)
 		dsec_usage_error("--from and --image exclude each other");
+	if ((defpol.n || defpol.rate) && (def.image || from) && def.net != DSEC_NET_NAT)
+		dsec_usage_error("--allow and --bandwidth need --net nat");
 	if (!def.image && isatty(STDIN_FILENO))
 		dsec_usage_error("no --image and no spec records on standard input");
 	dsec_cli_paths(&cli, &paths);
@@ -592,6 +658,8 @@ int main(int argc, char **argv)
 					r = spawn_n(&paths, rec, &s, n, &failed);
 					json_decref(s.env);
 					json_decref(s.labels);
+					if (s.pol != def.pol)
+						free(s.pol);
 					json_decref(rec);
 					if (r < 0)
 						break;
@@ -599,6 +667,8 @@ int main(int argc, char **argv)
 				}
 				json_decref(s.env);
 				json_decref(s.labels);
+				if (s.pol != def.pol)
+					free(s.pol);
 			}
 			r = dsec_jsonl_emit(rec, &err);
 			json_decref(rec);

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "jsonl.h"
 #include "admit.h"
+#include "net.h"
 #include "pool.h"
 #include "resource.h"
 #include "sandbox.h"
@@ -22,8 +23,9 @@ static const char usage[] =
     "Top the warm pool of IMAGE and a resource profile up to N ready sandboxes, print one\n"
     "record per sandbox made, and exit. Safe to run from cron: a run that finds the pool full\n"
     "makes nothing, and a second run on the same pool exits at once (or waits, --wait).\n"
-    "dsec-spawn claims these sandboxes when its request matches the pool's image, --net and\n"
-    "--disk; it writes --cpus, --memory and --pids that differ into the cgroup at claim time.\n"
+    "dsec-spawn claims these sandboxes when its request matches the pool's image, --net (with\n"
+    "--allow and --bandwidth) and --disk; it writes --cpus, --memory and --pids that differ into "
+    "the cgroup at claim time.\n"
     "\n"
     "  -i, --image IMAGE     image from the layer store (see dsec-layer)\n"
     "  -n, --count N         ready sandboxes wanted in the pool (0 to 100000)\n"
@@ -31,7 +33,10 @@ static const char usage[] =
     "      --memory SIZE     memory limit of the profile (default 1G)\n"
     "      --pids N          task limit of the profile (default 512)\n"
     "      --disk SIZE       size of each sandbox's writable tmpfs (default 1G)\n"
-    "      --net MODE        none (default) or host\n"
+    "      --net MODE        none (default), host or nat (see dsec-spawn; the network is\n"
+    "                        made with the sandbox, a claim adds nothing)\n"
+    "      --allow RULE      nat: the pool's allow-list (see dsec-spawn), repeatable\n"
+    "      --bandwidth RATE  nat: the pool's bandwidth cap, e.g. 10mbit\n"
     "      --io-bps SIZE     block I/O limit of the profile in bytes/s\n"
     "      --io-iops N       block I/O limit of the profile in operations/s\n"
     "      --cpu-request F   CPUs guaranteed to each sandbox, counted by admission\n"
@@ -73,7 +78,9 @@ enum {
 	OPT_WAIT,
 	OPT_DRAIN,
 	OPT_LIST,
-	OPT_RES
+	OPT_RES,
+	OPT_ALLOW,
+	OPT_BANDWIDTH
 };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
@@ -99,6 +106,8 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"class", required_argument, NULL, OPT_RES},
 					 {"drain", no_argument, NULL, OPT_DRAIN},
 					 {"list", no_argument, NULL, OPT_LIST},
+					 {"allow", required_argument, NULL, OPT_ALLOW},
+					 {"bandwidth", required_argument, NULL, OPT_BANDWIDTH},
 					 {NULL, 0, NULL, 0}};
 
 /* A worker's exit status when the free-memory floor stopped it. */
@@ -140,7 +149,7 @@ static int make_n(long long n)
 		rec = json_pack("{s:s, s:s, s:s, s:b, s:s, s:o, s:s, s:I}", "id", sb.id, "image",
 				sb.image, "pool", pool.key, "warm", 1, "node", sb.node, "limits",
 				dsec_pool_limits_json(&pool.limits), "net",
-				sb.net == DSEC_NET_HOST ? "host" : "none", "warm_us",
+				dsec_net_mode_name(sb.net), "warm_us",
 				(json_int_t)(dsec_now_us() - t0));
 		dsec_res_record(rec, &sb);
 		dsec_sandbox_free(&sb);
@@ -269,6 +278,7 @@ int main(int argc, char **argv)
 				  .pids = DSEC_DEFAULT_PIDS,
 				  .disk = DSEC_DEFAULT_DISK};
 	enum dsec_net net = DSEC_NET_NONE;
+	static struct dsec_net_policy netpol;
 	const char *image = NULL, *min_free_s = NULL;
 	long long count = -1, jobs = 4, max_total = 0, ready, need, allowed, live;
 	uint64_t max_age = 0;
@@ -339,6 +349,14 @@ int main(int argc, char **argv)
 		case OPT_LIST:
 			list = 1;
 			break;
+		case OPT_ALLOW:
+			if (dsec_net_allow_parse(optarg, &netpol, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
+		case OPT_BANDWIDTH:
+			if (dsec_net_rate_parse(optarg, &netpol.rate, &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			break;
 		default:
 			dsec_usage_error("unknown option");
 		}
@@ -359,7 +377,17 @@ int main(int argc, char **argv)
 	if (drain_opt == (count >= 0))
 		dsec_usage_error("give one of --count and --drain");
 
-	dsec_pool_init(&pool, &paths, image, &lim, net);
+	if ((netpol.n || netpol.rate) && net != DSEC_NET_NAT)
+		dsec_usage_error("--allow and --bandwidth need --net nat");
+	if (net == DSEC_NET_NAT) {
+		char canon[DSEC_NETPOL_MAX];
+
+		if (dsec_net_policy_canon(&netpol, canon, sizeof(canon)) >= (int)sizeof(canon))
+			dsec_usage_error("--allow: the allow-list is too long for a pool");
+		dsec_pool_init_nat(&pool, &paths, image, &lim, canon);
+	} else {
+		dsec_pool_init(&pool, &paths, image, &lim, net);
+	}
 	pool.req = res.req;
 	pool.cls = res.cls;
 	dsec_pool_rekey(&pool, &paths);

@@ -13,6 +13,7 @@
 #include "admit.h"
 #include "cgroup.h"
 #include "resource.h"
+#include "net.h"
 
 #define POOL_FILE "pool.json"
 #define CLAIM_FILE "claim.json"
@@ -23,7 +24,7 @@ int dsec_pool_canon(const char *image, const struct dsec_limits *l, enum dsec_ne
 {
 	/* cpus to a thousandth: 1, 1.0 and 1.0001 name one profile, as the cgroup quota does */
 	return snprintf(buf, n, "image=%s;net=%s;disk=%llu;memory=%llu;pids=%llu;cpus=%.3f", image,
-			net == DSEC_NET_HOST ? "host" : "none", (unsigned long long)l->disk,
+			dsec_net_mode_name(net), (unsigned long long)l->disk,
 			(unsigned long long)l->memory, (unsigned long long)l->pids, l->cpus);
 }
 
@@ -47,18 +48,34 @@ void dsec_pool_rekey(struct dsec_pool *pool, const struct dsec_paths *p)
 		snprintf(canon + k, sizeof(canon) - (size_t)k, ";class=be");
 	for (const char *s = canon; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	/* net nat: its allow-list and bandwidth are part of the profile */
+	for (const char *s = pool->netpol; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
 	snprintf(pool->key, sizeof(pool->key), "p-%016llx", (unsigned long long)h);
 	snprintf(pool->dir, sizeof(pool->dir), "%s/pools/%s", p->run, pool->key);
+}
+
+static void pool_init(struct dsec_pool *pool, const struct dsec_paths *p, const char *image,
+		      const struct dsec_limits *l, enum dsec_net net, const char *netpol)
+{
+	memset(pool, 0, sizeof(*pool));
+	snprintf(pool->image, sizeof(pool->image), "%s", image);
+	snprintf(pool->netpol, sizeof(pool->netpol), "%s", netpol);
+	pool->limits = *l;
+	pool->net = net;
+	dsec_pool_rekey(pool, p);
 }
 
 void dsec_pool_init(struct dsec_pool *pool, const struct dsec_paths *p, const char *image,
 		    const struct dsec_limits *l, enum dsec_net net)
 {
-	memset(pool, 0, sizeof(*pool));
-	snprintf(pool->image, sizeof(pool->image), "%s", image);
-	pool->limits = *l;
-	pool->net = net;
-	dsec_pool_rekey(pool, p);
+	pool_init(pool, p, image, l, net, "");
+}
+
+void dsec_pool_init_nat(struct dsec_pool *pool, const struct dsec_paths *p, const char *image,
+			const struct dsec_limits *l, const char *netpol)
+{
+	pool_init(pool, p, image, l, DSEC_NET_NAT, netpol);
 }
 
 /* A profile's requests and class into a pool record (resource.h's spelling). */
@@ -105,8 +122,9 @@ int dsec_pool_save(const struct dsec_pool *pool, struct dsec_err *err)
 	if (access(path, F_OK) == 0)
 		return 0;
 	o = json_pack("{s:s, s:s, s:o, s:s}", "pool", pool->key, "image", pool->image, "limits",
-		      dsec_pool_limits_json(&pool->limits), "net",
-		      pool->net == DSEC_NET_HOST ? "host" : "none");
+		      dsec_pool_limits_json(&pool->limits), "net", dsec_net_mode_name(pool->net));
+	if (pool->net == DSEC_NET_NAT)
+		json_object_set_new(o, "net_policy", json_string(pool->netpol));
 	pool_res_json(o, pool);
 	s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
@@ -146,8 +164,12 @@ int dsec_pool_load(const struct dsec_paths *p, const char *key, struct dsec_pool
 	pool->limits.pids = (uint64_t)json_integer_value(json_object_get(lim, "pids"));
 	pool->limits.disk = (uint64_t)json_integer_value(json_object_get(lim, "disk"));
 	v = json_object_get(o, "net");
-	pool->net = json_is_string(v) && !strcmp(json_string_value(v), "host") ? DSEC_NET_HOST
-									       : DSEC_NET_NONE;
+	pool->net = DSEC_NET_NONE;
+	if (json_is_string(v))
+		dsec_limit_parse("net", json_string_value(v), 0, &pool->limits, &pool->net, NULL);
+	v = json_object_get(o, "net_policy");
+	if (json_is_string(v))
+		snprintf(pool->netpol, sizeof(pool->netpol), "%s", json_string_value(v));
 	{
 		struct dsec_sandbox sb;
 
@@ -333,6 +355,14 @@ int dsec_pool_make(const struct dsec_paths *p, const struct dsec_pool *pool,
 	/* ready sandboxes count against the node's capacity with the profile's requests */
 	if (dsec_admit_create(p, sb, err) < 0)
 		return -1;
+	/* --net nat: the network is made here, so that a claim adds nothing (net.h) */
+	if (pool->net == DSEC_NET_NAT) {
+		static struct dsec_net_policy pol;
+
+		if (dsec_net_policy_parse(pool->netpol, &pol, err) < 0 ||
+		    dsec_net_attach(p, sb, &pol, NULL, err) < 0)
+			goto fail;
+	}
 	snprintf(path, sizeof(path), "%s/ready/%s", pool->dir, sb->id);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -491,7 +521,7 @@ json_t *dsec_pool_record(const struct dsec_pool *pool)
 	free(e);
 	o = json_pack("{s:s, s:s, s:I, s:o, s:s}", "pool", pool->key, "image", pool->image, "ready",
 		      (json_int_t)n, "limits", dsec_pool_limits_json(&pool->limits), "net",
-		      pool->net == DSEC_NET_HOST ? "host" : "none");
+		      dsec_net_mode_name(pool->net));
 	pool_res_json(o, pool);
 	json_object_set_new(
 	    o, "oldest_age",
@@ -688,13 +718,16 @@ static int claim_from(struct dsec_claimer *c, struct dsec_claim_pool *cp, struct
 	}
 }
 
-static int matches(const struct dsec_pool *pool, const struct dsec_sandbox *sb, int exact)
+static int matches(const struct dsec_pool *pool, const struct dsec_sandbox *sb, const char *netpol,
+		   int exact)
 {
 	const struct dsec_limits *a = &pool->limits, *b = &sb->limits;
 
 	/* io limits too: a v1 sandbox without them has no blkio cgroup to put them in */
 	if (strcmp(pool->image, sb->image) || pool->net != sb->net || a->disk != b->disk ||
 	    a->io_bps != b->io_bps || a->io_iops != b->io_iops)
+		return 0;
+	if (pool->net == DSEC_NET_NAT && strcmp(pool->netpol, netpol ? netpol : ""))
 		return 0;
 	return !exact || (a->cpus == b->cpus && a->memory == b->memory && a->pids == b->pids &&
 			  !memcmp(&pool->req, &sb->req, sizeof(sb->req)) && pool->cls == sb->cls);
@@ -715,8 +748,8 @@ int dsec_pool_claim(struct dsec_claimer *c, struct dsec_sandbox *sb, struct dsec
 			struct dsec_claim_pool *cp = &c->pools[i];
 			int r;
 
-			if (cp->empty || matches(&cp->pool, sb, 1) != exact ||
-			    !matches(&cp->pool, sb, 0))
+			if (cp->empty || matches(&cp->pool, sb, c->netpol, 1) != exact ||
+			    !matches(&cp->pool, sb, c->netpol, 0))
 				continue;
 			r = claim_from(c, cp, sb, err);
 			if (r != 0)

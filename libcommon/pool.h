@@ -3,7 +3,8 @@
  * A pool is an image and a resource profile (cpus, memory, pids, disk, net). Its key is
  * "p-<16 hex>", an FNV-1a hash of the canonical profile string (dsec_pool_canon). Layout:
  *
- *   $DSEC_RUN/pools/<key>/pool.json    {"pool":key,"image":…,"limits":{…},"net":…}
+ *   $DSEC_RUN/pools/<key>/pool.json    {"pool":key,"image":…,"limits":{…},"net":…,
+ *                                       "net_policy":"allow=…;rate=…" (net nat only)}
  *   $DSEC_RUN/pools/<key>/lock         flock: one dsec-warm run per pool at a time
  *   $DSEC_RUN/pools/<key>/ready/<id>   an empty file per ready sandbox; its mtime is the
  *                                      sandbox's creation time (for --max-age)
@@ -39,14 +40,17 @@
 
 #define DSEC_POOL_KEY_MAX 24 /* "p-" + 16 hex */
 
+#define DSEC_NETPOL_MAX 4096
+
 struct dsec_pool {
 	char key[DSEC_POOL_KEY_MAX];
 	char image[DSEC_NAME_MAX + 1];
 	struct dsec_limits limits;
 	enum dsec_net net;
-	char dir[PATH_MAX];       /* $DSEC_RUN/pools/<key> */
-	struct dsec_requests req; /* resource.h: requests and class of the profile; admission */
-	enum dsec_class cls;      /* counts a ready sandbox with them */
+	char netpol[DSEC_NETPOL_MAX]; /* net nat: dsec_net_policy_canon text, else "" */
+	char dir[PATH_MAX];           /* $DSEC_RUN/pools/<key> */
+	struct dsec_requests req;     /* resource.h: requests and class of the profile; admission */
+	enum dsec_class cls;          /* counts a ready sandbox with them */
 };
 
 /* The canonical profile string, e.g. "image=py;net=none;disk=1073741824;memory=…;pids=512;
@@ -62,6 +66,11 @@ void dsec_pool_init(struct dsec_pool *pool, const struct dsec_paths *p, const ch
 /* Recompute the key and dir after pool->req or pool->cls changed (they join the canonical string
  * only when not the defaults, so a default profile keeps its key). */
 void dsec_pool_rekey(struct dsec_pool *pool, const struct dsec_paths *p);
+
+/* dsec_pool_init for --net nat: netpol (dsec_net_policy_canon) is part of the profile and the
+ * key, and every sandbox made has that network (net.h). */
+void dsec_pool_init_nat(struct dsec_pool *pool, const struct dsec_paths *p, const char *image,
+			const struct dsec_limits *l, const char *netpol);
 
 /* Create the pool's dirs and pool.json (when missing). 0 or -1. */
 int dsec_pool_save(const struct dsec_pool *pool, struct dsec_err *err);
@@ -146,6 +155,7 @@ int dsec_pool_claimed(const struct dsec_sandbox *sb);
 struct dsec_claim_pool;
 struct dsec_claimer {
 	const struct dsec_paths *paths;
+	const char *netpol; /* the request's nat policy (dsec_net_policy_canon), NULL for none */
 	int loaded;
 	size_t npools;
 	struct dsec_claim_pool *pools;

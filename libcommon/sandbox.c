@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "net.h"
 #include "ns.h"
 #include "pool.h"
 #include "resource.h"
@@ -74,12 +75,20 @@ int dsec_limit_parse(const char *name, const char *val, int opt, struct dsec_lim
 			*net = DSEC_NET_NONE;
 		else if (!strcmp(val, "host"))
 			*net = DSEC_NET_HOST;
+		else if (!strcmp(val, "nat"))
+			*net = DSEC_NET_NAT;
 		else
-			return dsec_err_set(err, EINVAL, "%s '%s': want none or host", what, val);
+			return dsec_err_set(err, EINVAL, "%s '%s': want none, host or nat", what,
+					    val);
 	} else {
 		return dsec_err_set(err, EINVAL, "%s: not a limit", what);
 	}
 	return 0;
+}
+
+const char *dsec_net_mode_name(enum dsec_net net)
+{
+	return net == DSEC_NET_HOST ? "host" : net == DSEC_NET_NAT ? "nat" : "none";
 }
 
 int dsec_sandbox_id_ok(const char *id)
@@ -160,7 +169,7 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 		json_object_set_new(cg, "paths", paths);
 	}
 	json_object_set_new(o, "cgroup", cg);
-	json_object_set_new(o, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
+	json_object_set_new(o, "net", json_string(dsec_net_mode_name(sb->net)));
 	if (sb->userns)
 		json_object_set_new(o, "userns",
 				    json_pack("{s:I, s:I, s:I}", "uid", (json_int_t)sb->uid_base,
@@ -231,8 +240,9 @@ static int from_json(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 				return -1;
 	}
 	v = json_object_get(o, "net");
-	sb->net = json_is_string(v) && !strcmp(json_string_value(v), "host") ? DSEC_NET_HOST
-									     : DSEC_NET_NONE;
+	sb->net = DSEC_NET_NONE;
+	if (json_is_string(v))
+		dsec_limit_parse("net", json_string_value(v), 0, &sb->limits, &sb->net, NULL);
 	v = json_object_get(o, "userns");
 	if (json_is_object(v)) {
 		sb->userns = 1;
@@ -662,7 +672,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		return -1;
 	spec.disk = sb->limits.disk ? sb->limits.disk : DSEC_DEFAULT_DISK;
 	spec.hostname = sb->hostname;
-	spec.loopback = sb->net == DSEC_NET_NONE;
+	spec.loopback = sb->net != DSEC_NET_HOST;
 	if (dsec_cgroup_paths(p, sb, err) < 0)
 		return -1;
 	T(0);
@@ -684,7 +694,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	}
 	flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD |
 		SIGCHLD;
-	if (sb->net == DSEC_NET_NONE)
+	if (sb->net != DSEC_NET_HOST) /* nat: the veth comes later (dsec_net_attach) */
 		flags |= CLONE_NEWNET;
 	/* CLONE_VM | CLONE_VFORK as posix_spawn does: no copy of our page tables, which on a
 	 * virtual machine costs more than the rest of the spawn */
@@ -778,6 +788,9 @@ int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, st
 		close(fd);
 	}
 	reap_children();
+	/* --net nat: rules, veth and address of the sandbox (net.h); nothing for the others */
+	if (dsec_net_detach(p, sb, err) < 0)
+		rc = -1;
 	if (sb->cg.version) {
 		if (dsec_cgroup_kill(sb, err) < 0)
 			rc = -1;

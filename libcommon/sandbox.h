@@ -27,7 +27,7 @@
  *    "cgroup":{"version":2,"path":"/sys/fs/cgroup/dsec-…/sb-…"}
  *         or {"version":1,"paths":{"memory":"…","cpu":"…","cpuacct":"…","pids":"…",
  *                                  "freezer":"…"}}   (only the controllers present)
- *    "net":"none"|"host",
+ *    "net":"none"|"host"|"nat",                    nat: net.h (its address: net-addr)
  *    "userns":null | {"uid":U,"gid":G,"count":N}}  host ids that root inside maps to
  *
  * Entering a sandbox (what dsec-exec does): pidfd = dsec_sandbox_pidfd(); then
@@ -85,7 +85,10 @@ struct dsec_requests {
  * reclaimed). */
 enum dsec_class { DSEC_CLASS_LS = 0, DSEC_CLASS_BE = 1 };
 
-enum dsec_net { DSEC_NET_NONE = 0, DSEC_NET_HOST = 1 };
+enum dsec_net { DSEC_NET_NONE = 0, DSEC_NET_HOST = 1, DSEC_NET_NAT = 2 /* net.h */ };
+
+/* "none", "host" or "nat". */
+const char *dsec_net_mode_name(enum dsec_net net);
 
 /* v1 controllers dsec uses; index into dsec_cgroup.v1. */
 enum dsec_cg_ctrl {
@@ -132,7 +135,7 @@ struct dsec_sandbox {
 
 /* Set one resource limit from its text form, as an option or a spec record gives it: name is
  * "cpus" (0.01..4096), "memory" (4M..1P), "pids" (2..4194304), "disk" (1M..1P) or "net"
- * (none|host; net may be NULL for the others). Every tool parses limits here, so the bounds are
+ * (none|host|nat; net may be NULL for the others). Every tool parses limits here, so the bounds are
  * the same everywhere. The message names "--NAME" when opt is set, else "'NAME'". 0 or -1. */
 int dsec_limit_parse(const char *name, const char *val, int opt, struct dsec_limits *l,
 		     enum dsec_net *net, struct dsec_err *err);

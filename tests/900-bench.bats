@@ -32,7 +32,7 @@ cgroups_of_ours() {
 @test "bench: --help documents every figure; bad usage exits 2" {
 	run "$BENCH" --help
 	[ "$status" -eq 0 ]
-	for w in --quick --root --run --runs import life "exec latency" "spawn at" warm "journal replay" crun bubblewrap; do
+	for w in --quick --root --run --runs import life "exec latency" "spawn at" warm "journal replay" "--net nat" crun bubblewrap; do
 		[[ "$output" == *"$w"* ]] || { echo "--help lacks '$w'" >&2; false; }
 	done
 	run "$BENCH" --bogus
@@ -56,7 +56,7 @@ cgroups_of_ours() {
 	for want in "reference: host" "import " "life -j 2" "life -j 8" "exec latency" "spawn" \
 		"exec at" "idle memory" "warm: dsec-warm" "warm: claims" "warm: life" \
 		"warm: idle memory" "warm: " "latency under be load" "resize" "journal replay" "journal on/off" \
-		"commit of 10 MB" "reset (dsec-reap" "fork of"; do
+		"commit of 10 MB" "reset (dsec-reap" "fork of" "spawn --net nat vs none" "warm claim --net nat vs none"; do
 		r=$(printf '%s\n' "${lines[@]}" | grep -F -- "$want" | head -n 1)
 		[ -n "$r" ] || { echo "no row '$want'" >&2; false; }
 		[[ "$r" =~ [0-9]|n/a\ \( ]] || { echo "row without a figure or reason: $r" >&2; false; }
@@ -68,6 +68,8 @@ cgroups_of_ours() {
 	[ -z "$(ls -A "$TMPDIR")" ]
 	! grep -q "$TMPDIR" /proc/self/mountinfo
 	! grep -lsa "$TMPDIR/dsec-bench" /proc/[0-9]*/environ /proc/[0-9]*/cmdline
+	# the network namespace of the net figure is gone too
+	! ip netns list | grep -q "^dsec-bench-"
 	[ "$(cgroups_of_ours)" = "$before" ] || {
 		echo "cgroups before: $before" >&2
 		echo "cgroups after: $(cgroups_of_ours)" >&2
