@@ -158,8 +158,9 @@ rec() {
 	local holder
 	holder=$(grep '^1 dsec-holder' <<<"$output")
 	[[ "$holder" == *"exe_r=EACCES"* ]] || { echo "holder: $holder"; return 1; }
-	! grep -E 'exe_(w|reopen_w)=ok|root=other|cwd=other' <<<"$output"
-	! grep '^1 .*root_w=ok' <<<"$output"
+	if grep -qE 'exe_(w|reopen_w)=ok|root=other|cwd=other|^1 .*root_w=ok' <<<"$output"; then
+		return 1
+	fi
 	# the process dsec-exec starts is the sandbox's binary, busy while it runs
 	run dsec-exec "$ID" probe reopen /proc/self/exe w
 	[ "$output" = ETXTBSY ] || { echo "self exe: $output"; return 1; }
@@ -182,8 +183,8 @@ rec() {
 	sleep 0.3
 	# a copier that lives 2 s, and many execs; stdio pipes or /dev/null, never a host file
 	(sleep 2; tar -C "$TESTDIR/tree" -cf - sub) | dsec-exec cp - "$ID:/tmp" 2>&1 | cat
-	local i
-	for i in $(seq 40); do dsec-exec "$ID" true </dev/null 2>&1 | cat; done
+	local _
+	for _ in $(seq 40); do dsec-exec "$ID" true </dev/null 2>&1 | cat; done
 	sleep 4
 	run dsec-exec "$ID" cat /tmp/watch
 	echo "$output"
@@ -263,9 +264,10 @@ rec() {
 	[ "$(cat "$TESTDIR/victim")" = hostsecret ]
 	[ "$(stat -c %s "$TESTDIR/big/blob")" -eq 8388608 ]
 	# control: a naive walk through the same links counts (and would remove) the host's files
-	ID=$(spawn_probe)
-	dsec-exec "$ID" sh -c "ln -s $TESTDIR/big /tmp/big; ln -s $TESTDIR/victim /tmp/v"
-	root=/proc/$(sb_pid "$ID")/root
+	local C
+	C=$(spawn_probe)
+	dsec-exec "$C" sh -c "ln -s $TESTDIR/big /tmp/big; ln -s $TESTDIR/victim /tmp/v"
+	root=/proc/$(sb_pid "$C")/root
 	[ "$(cat "$root/tmp/v")" = hostsecret ]
 	[ "$(du -sLk "$root/tmp/big" | cut -f1)" -ge 8192 ]
 }
@@ -349,17 +351,20 @@ rec() {
 }
 
 @test "grep -r / inside a sandbox ends without harm and finds nothing of the host, dsec or another sandbox" {
-	local S B mark="dsecmark$RANDOM$RANDOM" pool pat
+	local S B mark="dsecmark$RANDOM$RANDOM" pool warm pat
 	echo "$mark" >"$TESTDIR/marker"
-	dsec-warm --image busybox --count 1 >/dev/null
-	pool=$(ls "$DSEC_RUN/pools" 2>/dev/null | head -1)
 	S=$(spawn_probe --memory 256M)
 	B=$(spawn_probe)
+	# a warm pool after them (so neither is claimed from it): its name and its sandbox's id
+	dsec-warm --image busybox --count 1 >/dev/null
+	pool=$(find "$DSEC_RUN/pools" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -1)
+	warm=$(find "$DSEC_RUN/pools/$pool/ready" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -1)
+	[ -n "$pool" ] && [ -n "$warm" ]
 	dsec-exec "$B" sh -c "echo $mark >/tmp/b-marker"
 	dsec-exec "$S" sh -c "echo ${mark}own >/tmp/own-marker"
 	# a pattern that does not match itself in /proc/*/cmdline
 	pat="${mark:0:1}[${mark:1:1}]${mark:2}|${ID:0:1}[${ID:1:1}]${ID:2}|${B:0:1}[${B:1:1}]${B:2}"
-	[ -z "$pool" ] || pat="$pat|${pool:0:1}[${pool:1:1}]${pool:2}"
+	pat="$pat|${pool:0:1}[${pool:1:1}]${pool:2}|${warm:0:1}[${warm:1:1}]${warm:2}"
 	local t0=$SECONDS
 	# each top directory on its own (grep blocks for good on /dev/pts/ptmx), /bin's 400 links to
 	# busybox skipped
@@ -378,4 +383,25 @@ rec() {
 	run dsec-exec "$B" grep -rlE "$pat" /tmp
 	[ "$output" = /tmp/b-marker ]
 	grep -rqE "$pat" "$TESTDIR/marker"
+}
+
+@test "ioctl: TIOCSTI and TIOCLINUX fail with EPERM on the sandbox's pty and on a host terminal; new user namespaces fail" {
+	local mode i out
+	# -t: the sandbox's own pty; without -t under script(1): stdin is a terminal of the host
+	for mode in -t ""; do
+		for i in tiocsti tioclinux; do
+			out=$(script -qec "dsec-exec $mode $ID probe ioctl $i" /dev/null </dev/null | tr -d '\r\0^@')
+			[[ "$out" == *EPERM* ]] || { echo "$mode $i: $out"; return 1; }
+		done
+	done
+	run dsec-exec "$ID" probe syscall unshare-user
+	[ "$output" = EPERM ]
+	# control: without the filter TIOCSTI pushes input into the terminal (of the host, without
+	# -t) and TIOCLINUX reaches the tty driver
+	out=$(script -qec "dsec-exec --seccomp $TESTDIR/allow.json $ID probe ioctl tiocsti" /dev/null </dev/null | tr -d '\r\0^@')
+	[[ "$out" == *ok* ]] || { echo "control tiocsti: $out"; return 1; }
+	out=$(script -qec "dsec-exec -t --seccomp $TESTDIR/allow.json $ID probe ioctl tioclinux" /dev/null </dev/null | tr -d '\r\0^@')
+	[[ "$out" != *EPERM* ]] && [[ "$out" == *E* ]] || { echo "control tioclinux: $out"; return 1; }
+	run dsec-exec --seccomp "$TESTDIR/allow.json" "$ID" probe syscall unshare-user
+	[ "$output" != EPERM ] || { echo "control unshare-user: $output"; return 1; }
 }
