@@ -291,6 +291,7 @@ rec() {
 	[ "$(dsec-exec "$B" probe shm "/$name" find)" = ENOENT ]
 	[ "$("$PROBE" connect-unix "$name")" != ok ]
 	[ "$("$PROBE" connect-tcp "$port")" != ok ]
+	[ "$("$PROBE" ipc "$key" find)" = "shm=ENOENT sem=ENOENT msg=ENOENT" ]
 	[ ! -e "/dev/shm/$name" ]
 	# control: two sandboxes sharing the host's network (--net host) do reach each other
 	H1=$(spawn_probe --net host)
@@ -368,10 +369,17 @@ rec() {
 	local t0=$SECONDS
 	# each top directory on its own (grep blocks for good on /dev/pts/ptmx), /bin's 400 links to
 	# busybox skipped
-	run bash -c "$(declare -f rec); rec $S | dsec-exec --timeout 60 --max-output 1M -- sh -c '
-		for d in /*; do [ \$d = /bin ] && continue; timeout -s KILL 5 grep -rlE \"$pat\" \$d; done
-		grep -r x / >/dev/null 2>&1 & sleep 3; kill -9 \$!; echo end'"
-	local r=$output
+	rec "$S" | dsec-exec --timeout 60 --max-output 1M -- sh -c "
+		for d in /*; do [ \$d = /bin ] && continue; timeout -s KILL 5 grep -rlE '$pat' \$d; done
+		grep -r x / >/dev/null 2>&1 & sleep 3; kill -9 \$!; echo end" >"$TESTDIR/grep.out" 2>&1 &
+	local bg=$!
+	# while it runs: the other sandbox and the host answer
+	sleep 2
+	[ "$(dsec-exec "$B" probe pid)" -gt 1 ]
+	[ "$(dsec-exec "$S" probe pid)" -gt 1 ]
+	wait "$bg"
+	local r
+	r=$(grep '^{' "$TESTDIR/grep.out")
 	[ $((SECONDS - t0)) -le 70 ]
 	json_is "$r" .exec.timed_out false
 	json_is "$r" .exec.stdout $'/tmp/own-marker\nend'
