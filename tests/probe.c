@@ -289,21 +289,25 @@ static const char *where(const char *path)
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? "same" : "other";
 }
 
-/* "ok" when the fd directory path lists, else why not. */
+/* How many descriptors the fd directory path lists ("0" also when the kernel hides them),
+ * else why not. Static storage. */
 static const char *fd_list(const char *path)
 {
+	static char n[16];
 	DIR *d = opendir(path);
-	const char *r = "ok";
+	struct dirent *e;
+	int k = 0;
 
 	if (!d)
 		return ename(errno);
 	errno = 0;
-	while (readdir(d))
-		;
-	if (errno)
-		r = ename(errno);
+	while ((e = readdir(d)))
+		k += e->d_name[0] != '.';
 	closedir(d);
-	return r;
+	if (errno)
+		return ename(errno);
+	snprintf(n, sizeof(n), "%d", k);
+	return n;
 }
 
 static void comm_of(const char *pid, char *buf, size_t n)
