@@ -169,10 +169,13 @@ rec() {
 	# no dsec binary anywhere in its tree
 	run dsec-exec "$ID" sh -c 'find / -xdev -name "dsec-*" | head -5'
 	[ -z "$output" ] || { echo "found: $output"; return 1; }
-	# control: the holder's exe is the host's dsec-holder for a process without the policy
-	run sb_run "$ID" /bin/probe procscan
+	# control: in the same mount and pid namespaces, without the user namespace and the policy
+	# (host root), the holder's exe is the host's dsec-holder, readable
+	local pid
+	pid=$(sb_pid "$ID")
+	run nsenter -t "$pid" -m -p -- /bin/probe procscan
 	[[ "$(grep '^1 dsec-holder' <<<"$output")" == *"exe_r=ok"* ]] || { echo "control: $output"; return 1; }
-	run sb_run "$ID" readlink /proc/1/exe
+	run nsenter -t "$pid" -m -p -- readlink /proc/1/exe
 	[[ "$output" == */dsec-holder ]]
 }
 
