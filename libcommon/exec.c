@@ -21,6 +21,7 @@
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -272,7 +273,21 @@ static int setup_fds(struct exec_ctx *c, struct dsec_err *err)
 	int fd[3], i;
 
 	for (i = 0; i < 3; i++) {
+		struct stat st;
+		int fl;
+
 		fd[i] = c->s->fd[i] < 0 ? c->devnull : c->s->fd[i];
+		/* A directory (or an O_PATH descriptor) of the host is a way out: openat(fd, "..")
+		 * or /proc/self/fd/N walks the host's tree from there. */
+		if (fd[i] >= 0) {
+			if ((fl = fcntl(fd[i], F_GETFL)) < 0 || fstat(fd[i], &st) < 0)
+				return dsec_err_sys(err, "fd %d", i);
+			if ((fl & O_PATH) || S_ISDIR(st.st_mode))
+				return dsec_err_set(err, EISDIR,
+						    "fd %d is a directory or a path of the host: "
+						    "refused",
+						    i);
+		}
 		if (fd[i] >= 0 && fd[i] < 3 && fd[i] != i) {
 			fd[i] = fcntl(fd[i], F_DUPFD_CLOEXEC, 3);
 			if (fd[i] < 0)
@@ -287,6 +302,26 @@ static int setup_fds(struct exec_ctx *c, struct dsec_err *err)
 			return dsec_err_sys(err, "dup2 fd %d", i);
 	}
 	return 0;
+}
+
+/* chdir to cwd as the sandbox sees it, following no magic link (/proc/PID/cwd, /proc/PID/fd/N
+ * and the like lead to whatever a process holds, not to a path of the sandbox). */
+static int enter_cwd(const char *cwd)
+{
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	int fd, r;
+
+	if (chdir("/") < 0)
+		return -1;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, cwd, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS)
+		return chdir(cwd); /* before 5.6: the host's descriptors are gone already */
+	if (fd < 0)
+		return -1;
+	r = fchdir(fd);
+	close(fd);
+	return r;
 }
 
 /* The policy every command gets: capabilities and seccomp filter, prepared once in the parent
@@ -313,16 +348,17 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 
 	if (c->s->tty ? setup_tty(c, &err) < 0 : setup_fds(c, &err) < 0)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
-	if (chdir("/") < 0 || chdir(cwd) < 0) {
-		dsec_err_sys(&err, "cwd '%s'", cwd);
-		child_fail(c, DSEC_EXEC_CANNOT_RUN, &err);
-	}
-	/* Every host descriptor goes now, not at exec: only the sync socket (CLOEXEC) stays until
-	 * the exec succeeded. */
+	/* Every host descriptor goes now, not at exec, and before the cwd is looked up: a cwd of
+	 * /proc/self/fd/N would lead to it (CVE-2024-21626). Only the sync socket (CLOEXEC) stays
+	 * until the exec succeeded. */
 	if ((c->sock > 3 && syscall(SYS_close_range, 3U, (unsigned)c->sock - 1, 0U) < 0) ||
 	    syscall(SYS_close_range, (unsigned)c->sock + 1, ~0U, 0U) < 0) {
 		dsec_err_sys(&err, "close_range");
 		child_fail(c, DSEC_EXEC_FAILED, &err);
+	}
+	if (enter_cwd(cwd) < 0) {
+		dsec_err_sys(&err, "cwd '%s'", cwd);
+		child_fail(c, DSEC_EXEC_CANNOT_RUN, &err);
 	}
 	/* Ignored signals would stay ignored after exec. Handlers would go at exec by
 	 * themselves, but this child may share the caller's memory (CLONE_VM): none of the

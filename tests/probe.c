@@ -5,6 +5,13 @@
  *   pid | ppid | uid | hostname | cwd | nnp | seccomp | fds | caps | mounts | cgroup | ns
  *   tty | env NAME | read PATH | write PATH [DATA] | syscall NAME | exit N | kill SIG
  *   sleep SECS | sleepers N (N background sleepers, each setsid and ignoring SIGTERM)
+ *   open PATH MODE | reopen PATH MODE (O_PATH, then again through /proc/self/fd: the
+ *     CVE-2019-5736 trick; MODE r w rw dir) | chdir DIR CMD... (chdir, then run another
+ *     subcommand) | ls DIR | procscan (what every other visible process gives away)
+ *   watch SECS (count dsec-* processes seen and whose cwd, fd, exe or root opened) | decoy
+ *   ioctl tiocsti|tioclinux | serve-unix NAME SECS | serve-tcp PORT SECS | connect-unix NAME
+ *   connect-tcp PORT | ipc KEY create|find | shm NAME create|find | alloc MB | forks N
+ *   fill PATH MB | files DIR N
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -17,7 +24,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -197,6 +216,523 @@ static int do_syscall(const char *name)
 	return 0;
 }
 
+static const char *ename(int e)
+{
+	const char *n = strerrorname_np(e);
+
+	return n ? n : "E?";
+}
+
+/* "ok" or the errno name of the last failure, for one-word results. */
+static const char *res(int r)
+{
+	return r < 0 ? ename(errno) : "ok";
+}
+
+static int mode_flags(const char *m)
+{
+	if (!strcmp(m, "w"))
+		return O_WRONLY;
+	if (!strcmp(m, "rw"))
+		return O_RDWR;
+	if (!strcmp(m, "dir"))
+		return O_RDONLY | O_DIRECTORY;
+	if (!strcmp(m, "path"))
+		return O_PATH;
+	return O_RDONLY;
+}
+
+static int do_open(const char *path, const char *mode, int reopen)
+{
+	char via[64];
+	int fd, fd2;
+
+	fd = open(path, reopen ? O_PATH | O_CLOEXEC : mode_flags(mode) | O_CLOEXEC);
+	if (fd < 0 || !reopen) {
+		printf("%s\n", res(fd));
+		return 0;
+	}
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+	fd2 = open(via, mode_flags(mode) | O_CLOEXEC);
+	printf("%s\n", res(fd2));
+	return 0;
+}
+
+static int do_ls(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int first = 1;
+
+	if (!d)
+		return fail(dir);
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		printf("%s%s", first ? "" : " ", e->d_name);
+		first = 0;
+	}
+	closedir(d);
+	printf("\n");
+	return 0;
+}
+
+/* Compare what path leads to with our own root: "same" when it is our root, else "other". */
+static const char *where(const char *path)
+{
+	struct stat a, b;
+
+	if (stat(path, &a) < 0)
+		return ename(errno);
+	if (stat("/", &b) < 0)
+		return "E?";
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? "same" : "other";
+}
+
+/* How many descriptors the fd directory path lists ("0" also when the kernel hides them),
+ * else why not. Static storage. */
+static const char *fd_list(const char *path)
+{
+	static char n[16];
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int k = 0;
+
+	if (!d)
+		return ename(errno);
+	errno = 0;
+	while ((e = readdir(d)))
+		k += e->d_name[0] != '.';
+	closedir(d);
+	if (errno)
+		return ename(errno);
+	snprintf(n, sizeof(n), "%d", k);
+	return n;
+}
+
+static void comm_of(const char *pid, char *buf, size_t n)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+	buf[0] = '\0';
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(buf, (int)n, f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+	if (!buf[0])
+		snprintf(buf, n, "?");
+}
+
+/* For every other visible process: can its exe be read or written (directly and reopened
+ * through an O_PATH descriptor), does its root or cwd lead elsewhere than our root, can its
+ * fds be listed, can a file be written through its root? One line per process. */
+static int do_procscan(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char self[16], path[512], comm[64], via[64];
+
+	if (!d)
+		return fail("/proc");
+	snprintf(self, sizeof(self), "%d", getpid());
+	while ((e = readdir(d))) {
+		int fd, w, rw;
+		const char *reopen_w = "-";
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || !strcmp(e->d_name, self))
+			continue;
+		comm_of(e->d_name, comm, sizeof(comm));
+		snprintf(path, sizeof(path), "/proc/%s/exe", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		printf("%s %s exe_r=%s", e->d_name, comm, res(fd));
+		if (fd >= 0)
+			close(fd);
+		w = open(path, O_WRONLY | O_CLOEXEC);
+		printf(" exe_w=%s", res(w));
+		if (w >= 0)
+			close(w);
+		fd = open(path, O_PATH | O_CLOEXEC);
+		if (fd >= 0) {
+			snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+			rw = open(via, O_WRONLY | O_CLOEXEC);
+			reopen_w = res(rw);
+			if (rw >= 0)
+				close(rw);
+			close(fd);
+		} else
+			reopen_w = ename(errno);
+		printf(" exe_reopen_w=%s", reopen_w);
+		snprintf(path, sizeof(path), "/proc/%s/root/", e->d_name);
+		printf(" root=%s", where(path));
+		snprintf(path, sizeof(path), "/proc/%s/cwd/", e->d_name);
+		printf(" cwd=%s", where(path));
+		snprintf(path, sizeof(path), "/proc/%s/fd", e->d_name);
+		printf(" fd=%s", fd_list(path));
+		snprintf(path, sizeof(path), "/proc/%s/root/.probe-%s", e->d_name, self);
+		w = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		printf(" root_w=%s\n", res(w));
+		if (w >= 0) {
+			close(w);
+			unlink(path);
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+/* 1 when the file fd is a regular file or a directory that is not what its own path names in
+ * here: something of the host's, or of another root. */
+static int foreign(int fd)
+{
+	char via[64], target[PATH_MAX];
+	struct stat a, b;
+	ssize_t n;
+
+	if (fstat(fd, &a) < 0 || !(S_ISREG(a.st_mode) || S_ISDIR(a.st_mode)))
+		return 0;
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+	n = readlink(via, target, sizeof(target) - 1);
+	if (n <= 0)
+		return 1;
+	target[n] = '\0';
+	return target[0] != '/' || stat(target, &b) < 0 || a.st_dev != b.st_dev ||
+	       a.st_ino != b.st_ino;
+}
+
+/* Race the processes dsec starts in the sandbox (comm "dsec-*": before their exec, or a
+ * copier of dsec-exec cp) for SECS seconds: count the ones seen, and the ones whose cwd,
+ * root, exe or an open file could be opened and is foreign (see above). A foreign exe is
+ * kept, and at the end reopened for writing through /proc/self/fd once the process has gone
+ * (CVE-2019-5736). */
+static int do_watch(int secs)
+{
+	time_t end = time(NULL) + secs;
+	char self[16], path[512], comm[64], first[256] = "";
+	unsigned long seen = 0, leaked = 0, exe_w = 0;
+	int exes[64], nexe = 0, i;
+
+	snprintf(self, sizeof(self), "%d", getpid());
+	while (time(NULL) < end) {
+		DIR *d = opendir("/proc");
+		struct dirent *e;
+
+		if (!d)
+			return fail("/proc");
+		while ((e = readdir(d))) {
+			static const char *what[] = {"cwd", "root", "exe"};
+			unsigned k;
+			int hit = 0, fd;
+			DIR *fds;
+			struct dirent *f;
+
+			if (e->d_name[0] < '1' || e->d_name[0] > '9' || !strcmp(e->d_name, self))
+				continue;
+			comm_of(e->d_name, comm, sizeof(comm));
+			if (strncmp(comm, "dsec-", 5))
+				continue;
+			seen++;
+			for (k = 0; k < 3; k++) {
+				snprintf(path, sizeof(path), "/proc/%s/%s", e->d_name, what[k]);
+				fd = open(path, O_PATH | O_CLOEXEC);
+				if (fd < 0)
+					continue;
+				if (!foreign(fd)) {
+					close(fd);
+					continue;
+				}
+				if (k == 2 && nexe < 64)
+					exes[nexe++] = fd;
+				else
+					close(fd);
+				if (!first[0])
+					snprintf(first, sizeof(first), " first=%s/%s", comm,
+						 what[k]);
+				hit = 1;
+			}
+			snprintf(path, sizeof(path), "/proc/%s/fd", e->d_name);
+			fds = opendir(path);
+			while (fds && (f = readdir(fds))) {
+				char fp[1024];
+
+				if (f->d_name[0] == '.')
+					continue;
+				snprintf(fp, sizeof(fp), "%s/%s", path, f->d_name);
+				fd = open(fp, O_PATH | O_CLOEXEC);
+				if (fd < 0)
+					continue;
+				if (foreign(fd)) {
+					if (!first[0])
+						snprintf(first, sizeof(first), " first=%s/fd",
+							 comm);
+					hit = 1;
+				}
+				close(fd);
+			}
+			if (fds)
+				closedir(fds);
+			leaked += hit;
+		}
+		closedir(d);
+	}
+	usleep(300000); /* let the processes finish: a running exe is ETXTBSY */
+	for (i = 0; i < nexe; i++) {
+		char via[64];
+		int w;
+
+		snprintf(via, sizeof(via), "/proc/self/fd/%d", exes[i]);
+		w = open(via, O_WRONLY | O_CLOEXEC);
+		if (w >= 0) {
+			exe_w++;
+			close(w);
+		}
+	}
+	printf("seen=%lu leaked=%lu exe_w=%lu%s\n", seen, leaked, exe_w, first);
+	return 0;
+}
+
+/* The positive control of watch: a process named like one of dsec's that keeps whatever
+ * descriptors it was given, with every capability dropped (as dumpable and as weak as the
+ * sandbox's own processes, so they can look into it). */
+static int do_decoy(void)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct c[2];
+
+	memset(c, 0, sizeof(c));
+	prctl(PR_SET_NAME, "dsec-exec", 0, 0, 0);
+	if (syscall(SYS_capset, &h, c) < 0)
+		return fail("capset");
+	printf("decoy %d\n", getpid());
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+
+static int do_ioctl(const char *what)
+{
+	int r;
+
+	if (!strcmp(what, "tiocsti")) {
+		char c = '\n';
+
+		r = ioctl(0, TIOCSTI, &c);
+	} else if (!strcmp(what, "tioclinux")) {
+		char sub = 6; /* TIOCL_GETSHIFTSTATE: reads only */
+
+		r = ioctl(0, TIOCLINUX, &sub);
+	} else {
+		printf("error: unknown ioctl %s\n", what);
+		return 1;
+	}
+	printf("%s\n", res(r));
+	return 0;
+}
+
+/* Accept and close connections on fd for secs seconds. */
+static int serve(int fd, int secs)
+{
+	time_t end = time(NULL) + secs;
+
+	while (time(NULL) < end) {
+		struct pollfd p = {fd, POLLIN, 0};
+
+		if (poll(&p, 1, 200) > 0) {
+			int c = accept(fd, NULL, NULL);
+
+			if (c >= 0) {
+				if (write(c, "hi\n", 3) < 0)
+					(void)0;
+				close(c);
+			}
+		}
+	}
+	return 0;
+}
+
+static socklen_t unix_addr(struct sockaddr_un *a, const char *name)
+{
+	size_t n = strlen(name);
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	if (n > sizeof(a->sun_path) - 1)
+		n = sizeof(a->sun_path) - 1;
+	memcpy(a->sun_path + 1, name, n); /* abstract: leading NUL */
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static int do_serve_unix(const char *name, int secs)
+{
+	struct sockaddr_un a;
+	socklen_t len = unix_addr(&a, name);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) < 0 || listen(fd, 16) < 0)
+		return fail("abstract socket");
+	printf("listening\n");
+	fflush(stdout);
+	return serve(fd, secs);
+}
+
+static int do_serve_tcp(int port, int secs)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		return fail("tcp socket");
+	printf("%d\n", ntohs(a.sin_port));
+	fflush(stdout);
+	return serve(fd, secs);
+}
+
+/* Connect, and read the greeting: "ok" only when the server answered. */
+static int do_connect(int fd, struct sockaddr *a, socklen_t len)
+{
+	char buf[8];
+
+	if (fd < 0 || connect(fd, a, len) < 0) {
+		printf("%s\n", ename(errno));
+		return 0;
+	}
+	printf("%s\n",
+	       read(fd, buf, sizeof(buf)) == 3 && !memcmp(buf, "hi\n", 3) ? "ok" : "noanswer");
+	return 0;
+}
+
+static int do_ipc(const char *key, const char *how)
+{
+	key_t k = (key_t)strtol(key, NULL, 0);
+	int fl = !strcmp(how, "create") ? IPC_CREAT | 0600 : 0;
+	int shm = shmget(k, 4096, fl), sem, msg;
+
+	printf("shm=%s", res(shm));
+	sem = semget(k, 1, fl);
+	printf(" sem=%s", res(sem));
+	msg = msgget(k, fl);
+	printf(" msg=%s\n", res(msg));
+	return 0;
+}
+
+static int do_shm(const char *name, const char *how)
+{
+	int fd = shm_open(name, !strcmp(how, "create") ? O_RDWR | O_CREAT : O_RDONLY, 0600);
+
+	printf("%s\n", res(fd));
+	return 0;
+}
+
+/* Allocate and touch mb MiB; print "ok" when all of it is there. */
+static int do_alloc(long mb)
+{
+	size_t n = (size_t)mb << 20;
+	char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t i;
+
+	if (p == MAP_FAILED)
+		return fail("mmap");
+	for (i = 0; i < n; i += 4096)
+		p[i] = 1;
+	printf("ok %ld\n", mb);
+	return 0;
+}
+
+/* Fork up to n children that wait; print how many there were and why it stopped. */
+static int do_forks(int n)
+{
+	int k = 0, e = 0, p[2];
+
+	if (pipe(p) < 0)
+		return fail("pipe");
+	for (; k < n; k++) {
+		pid_t c = fork();
+
+		if (c < 0) {
+			e = errno;
+			break;
+		}
+		if (c == 0) {
+			char b;
+
+			close(p[1]);
+			if (read(p[0], &b, 1) < 0)
+				(void)0;
+			_exit(0);
+		}
+	}
+	close(p[1]); /* every child's read returns: they go */
+	while (wait(NULL) > 0)
+		;
+	printf("forked=%d err=%s\n", k, e ? ename(e) : "none");
+	return 0;
+}
+
+/* Write up to mb MiB into path; print the MiB written and why it stopped. */
+static int do_fill(const char *path, long mb)
+{
+	static char buf[1 << 20];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	long i = 0;
+	int e = 0;
+
+	if (fd < 0)
+		return fail(path);
+	memset(buf, 'x', sizeof(buf));
+	for (; i < mb; i++) {
+		size_t off = 0;
+
+		while (off < sizeof(buf)) {
+			ssize_t w = write(fd, buf + off, sizeof(buf) - off);
+
+			if (w < 0) {
+				e = errno;
+				break;
+			}
+			off += (size_t)w;
+		}
+		if (e)
+			break;
+	}
+	close(fd);
+	printf("mb=%ld err=%s\n", i, e ? ename(e) : "none");
+	return 0;
+}
+
+/* Create up to n empty files in dir; print how many and why it stopped. */
+static int do_files(const char *dir, long n)
+{
+	char path[PATH_MAX];
+	long i = 0;
+	int e = 0;
+
+	for (; i < n; i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/f%ld", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			e = errno;
+			break;
+		}
+		close(fd);
+	}
+	printf("files=%ld err=%s\n", i, e ? ename(e) : "none");
+	return 0;
+}
+
 static int do_sleepers(int n)
 {
 	int i;
@@ -232,12 +768,19 @@ static int do_sleepers(int n)
 		pause();
 }
 
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	return dispatch(argc, argv);
+}
+
+static int dispatch(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
 	char buf[PATH_MAX];
 
-	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(c, "pid"))
 		printf("%d\n", getpid());
 	else if (!strcmp(c, "ppid"))
@@ -297,11 +840,61 @@ int main(int argc, char **argv)
 		sleep((unsigned)atoi(argv[2]));
 	else if (!strcmp(c, "sleepers") && argc > 2)
 		return do_sleepers(atoi(argv[2]));
+	else if (!strcmp(c, "open") && argc > 3)
+		return do_open(argv[2], argv[3], 0);
+	else if (!strcmp(c, "reopen") && argc > 3)
+		return do_open(argv[2], argv[3], 1);
+	else if (!strcmp(c, "chdir") && argc > 3) {
+		if (chdir(argv[2]) < 0)
+			return fail(argv[2]);
+		return dispatch(argc - 2, argv + 2);
+	} else if (!strcmp(c, "ls") && argc > 2)
+		return do_ls(argv[2]);
+	else if (!strcmp(c, "procscan"))
+		return do_procscan();
+	else if (!strcmp(c, "watch") && argc > 2)
+		return do_watch(atoi(argv[2]));
+	else if (!strcmp(c, "decoy"))
+		return do_decoy();
+	else if (!strcmp(c, "ioctl") && argc > 2)
+		return do_ioctl(argv[2]);
+	else if (!strcmp(c, "serve-unix") && argc > 3)
+		return do_serve_unix(argv[2], atoi(argv[3]));
+	else if (!strcmp(c, "serve-tcp") && argc > 3)
+		return do_serve_tcp(atoi(argv[2]), atoi(argv[3]));
+	else if (!strcmp(c, "connect-unix") && argc > 2) {
+		struct sockaddr_un a;
+		socklen_t len = unix_addr(&a, argv[2]);
+
+		return do_connect(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0),
+				  (struct sockaddr *)&a, len);
+	} else if (!strcmp(c, "connect-tcp") && argc > 2) {
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_port = htons((uint16_t)atoi(argv[2]))};
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		return do_connect(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0),
+				  (struct sockaddr *)&a, sizeof(a));
+	} else if (!strcmp(c, "ipc") && argc > 3)
+		return do_ipc(argv[2], argv[3]);
+	else if (!strcmp(c, "shm") && argc > 3)
+		return do_shm(argv[2], argv[3]);
+	else if (!strcmp(c, "alloc") && argc > 2)
+		return do_alloc(atol(argv[2]));
+	else if (!strcmp(c, "forks") && argc > 2)
+		return do_forks(atoi(argv[2]));
+	else if (!strcmp(c, "fill") && argc > 3)
+		return do_fill(argv[2], atol(argv[3]));
+	else if (!strcmp(c, "files") && argc > 3)
+		return do_files(argv[2], atol(argv[3]));
 	else {
 		fprintf(stderr,
 			"usage: probe pid|ppid|uid|hostname|cwd|nnp|seccomp|fds|caps|mounts|"
 			"cgroup|ns|tty|env N|read P|write P [D]|syscall N|exit N|kill S|"
-			"sleep S|sleepers N\n");
+			"sleep S|sleepers N|open P M|reopen P M|chdir D CMD..|ls D|procscan|"
+			"watch S|decoy|ioctl tiocsti|tioclinux|serve-unix N S|serve-tcp P S|"
+			"connect-unix N|connect-tcp P|ipc K create|find|shm N create|find|"
+			"alloc MB|forks N|fill P MB|files D N\n");
 		return 2;
 	}
 	return 0;
