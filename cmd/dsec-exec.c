@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <poll.h>
@@ -119,6 +120,120 @@ static int status_of(int st)
 	return 125;
 }
 
+/* Host files as stdio go through pipes: handed over as they are, the command could reopen
+ * them through /proc/self/fd/N with the sandbox's credentials (runc's fd-leak class), and read
+ * whatever else a shared log holds. Pipes, sockets, terminals and /dev/null go as they are. */
+struct relay {
+	int file, pipe; /* ours: the host file and our end of the pipe; -1 when done */
+	int in;         /* 1: file -> pipe (stdin), 0: pipe -> file */
+	size_t off, len;
+	char buf[65536];
+};
+
+static struct relay relays[3];
+
+/* Make a pipe for stdio fd i when it is a host file; the command's end goes to *cmd_fd. */
+static int relay_setup(int i, int *cmd_fd, struct dsec_err *err)
+{
+	struct relay *r = &relays[i];
+	struct stat st;
+	int p[2];
+
+	r->file = r->pipe = -1;
+	if (fstat(i, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
+		return 0;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return dsec_err_sys(err, "pipe");
+	r->file = i;
+	r->in = i == 0;
+	r->pipe = r->in ? p[1] : p[0];
+	*cmd_fd = r->in ? p[0] : p[1];
+	fcntl(r->pipe, F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+static void relay_stop(struct relay *r)
+{
+	if (r->pipe >= 0)
+		close(r->pipe);
+	r->pipe = r->file = -1;
+}
+
+/* Move what can move without blocking on the pipe. */
+static void relay_step(struct relay *r)
+{
+	ssize_t n;
+
+	if (r->pipe < 0)
+		return;
+	if (r->in) {
+		if (r->off == r->len) {
+			n = read(r->file, r->buf, sizeof(r->buf));
+			if (n <= 0) {
+				relay_stop(r); /* end of the file: the command sees end of input */
+				return;
+			}
+			r->off = 0;
+			r->len = (size_t)n;
+		}
+		n = write(r->pipe, r->buf + r->off, r->len - r->off);
+		if (n > 0)
+			r->off += (size_t)n;
+		else if (n < 0 && errno != EAGAIN && errno != EINTR)
+			relay_stop(r); /* the command closed its input */
+		return;
+	}
+	while ((n = read(r->pipe, r->buf, sizeof(r->buf))) > 0)
+		for (ssize_t o = 0, w; o < n; o += w)
+			if ((w = write(r->file, r->buf + o, (size_t)(n - o))) <= 0) {
+				relay_stop(r);
+				return;
+			}
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		relay_stop(r);
+}
+
+/* Relay until the command exits (and its output pipes are drained) or the deadline (0: none)
+ * passes. 1 when the deadline passed first. */
+static int relay_run(int pidfd, uint64_t deadline)
+{
+	int exited = 0;
+
+	signal(SIGPIPE, SIG_IGN); /* a command that closed its input: EPIPE, not death */
+	for (;;) {
+		struct pollfd p[4] = {{pidfd, POLLIN, 0}};
+		int n = 1, r, busy = 0;
+		uint64_t now = dsec_now_us();
+
+		if (deadline && now >= deadline && !exited)
+			return 1;
+		for (int i = 0; i < 3; i++)
+			if (relays[i].pipe >= 0) {
+				p[n++] = (struct pollfd){relays[i].pipe,
+							 relays[i].in ? POLLOUT : POLLIN, 0};
+				busy = 1;
+			}
+		if (exited && !busy)
+			return 0;
+		r = poll(p, (nfds_t)n,
+			 exited     ? 0
+			 : deadline ? (int)((deadline - now + 999) / 1000)
+				    : -1);
+		if (r < 0 && errno != EINTR)
+			return 0;
+		for (int i = 0; i < 3; i++)
+			relay_step(&relays[i]);
+		if (p[0].revents & POLLIN) {
+			if (exited)
+				break; /* drained what was there: processes left behind keep no hold */
+			exited = 1;
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		relay_stop(&relays[i]);
+	return 0;
+}
+
 static int foreground(const struct dsec_paths *paths, const char *id, char **argv, char **envset,
 		      const char *cwd, int tty, uint64_t timeout_us)
 {
@@ -149,9 +264,15 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 	s.killable = timeout_us > 0;
 	if (tty && ioctl(0, TIOCGWINSZ, &s.ws) < 0 && ioctl(1, TIOCGWINSZ, &s.ws) < 0)
 		s.ws.ws_row = 0;
+	for (i = 0; !tty && i < 3; i++)
+		if (relay_setup((int)i, &s.fd[i], &err) < 0)
+			goto fail;
 	t1 = dsec_now_us();
 	r = dsec_exec_start(&t, &s, &pr, &err);
 	t2 = dsec_now_us();
+	for (i = 0; !tty && i < 3; i++)
+		if (s.fd[i] != (int)i)
+			close(s.fd[i]); /* the command's end of a relay pipe */
 	if (r < 0) {
 		dsec_errorx("%s: %s", id, err.msg);
 		dsec_env_free(&env);
@@ -176,6 +297,8 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		if (r < 0)
 			dsec_warnx("%s: %s", id, err.msg);
 		timed_out = r == 1;
+	} else if (relays[0].pipe >= 0 || relays[1].pipe >= 0 || relays[2].pipe >= 0) {
+		timed_out = relay_run(pr.pidfd, timeout_us ? pr.start_us + timeout_us : 0);
 	} else if (timeout_us) {
 		struct pollfd p = {pr.pidfd, POLLIN, 0};
 		uint64_t deadline = pr.start_us + timeout_us, now;

@@ -145,3 +145,24 @@ MASKED="kcore keys key-users timer_list sched_debug kpagecgroup kpageflags kpage
 	run sb_run "$ID" echo alive
 	[ "$output" = alive ]
 }
+
+@test "stdio: host files given as stdin/stdout/stderr reach the command as pipes, not as files it could reopen" {
+	spawn_one
+	echo secret-of-the-host >"$TESTDIR/log"
+	seq 1 50000 >"$TESTDIR/in"
+	dsec-exec "$ID" -- sh -c 'for f in 0 1 2; do readlink /proc/self/fd/$f; done; wc -l; echo to-stderr >&2; cat /proc/self/fd/1 </dev/null >/dev/null 2>&1 & sleep 0.2; kill $! 2>/dev/null; echo end' \
+		<"$TESTDIR/in" >>"$TESTDIR/log" 2>&1
+	run cat "$TESTDIR/log"
+	[ "${lines[0]}" = secret-of-the-host ]
+	[[ "${lines[1]}" == pipe:* ]] && [[ "${lines[2]}" == pipe:* ]] && [[ "${lines[3]}" == pipe:* ]] || { echo "$output"; return 1; }
+	[ "${lines[4]}" = 50000 ] && [ "${lines[5]}" = to-stderr ] && [ "${lines[-1]}" = end ]
+	# control: handed over as it is (nsenter, as a runtime that does not relay would), the
+	# command sees the host file and reads what else it holds
+	run sb_run "$ID" sh -c 'readlink /proc/self/fd/0; head -1 /proc/self/fd/0' <"$TESTDIR/log"
+	[[ "${lines[0]}" != pipe:* ]] && [ "${lines[1]}" = secret-of-the-host ]
+	# a command that ignores its input, and a big output, end as they should
+	run dsec-exec "$ID" true <"$TESTDIR/in"
+	[ "$status" -eq 0 ]
+	dsec-exec "$ID" -- sh -c 'yes | head -c 3000000' >"$TESTDIR/out"
+	[ "$(wc -c <"$TESTDIR/out")" = 3000000 ]
+}
