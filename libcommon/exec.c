@@ -369,6 +369,18 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 
 			sigaction(i, &dfl, NULL);
 		}
+	/* libc keeps 32 and 33 to itself (sigaction and sigaddset refuse them), yet a caller can
+	 * have inherited them ignored: the kernel's call resets them too */
+	for (i = 32; i < SIGRTMIN; i++) {
+		struct {
+			void *handler;
+			unsigned long flags;
+			void *restorer;
+			unsigned long long mask;
+		} ksa = {SIG_DFL, 0, NULL, 0};
+
+		syscall(SYS_rt_sigaction, i, &ksa, NULL, 8);
+	}
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
