@@ -262,18 +262,61 @@ void dsec_res_from_json(json_t *state, struct dsec_sandbox *sb)
 									   : DSEC_CLASS_LS;
 }
 
+/* Bytes received and sent on the sandbox's own network namespace, loopback left out: the
+ * holder's /proc/PID/net/dev. -1 when unknown (gone, or --net host: the host's counters). */
+static int net_bytes(const struct dsec_sandbox *sb, uint64_t *rx, uint64_t *tx)
+{
+	char path[64], buf[8192], *l;
+	ssize_t n;
+	int fd;
+
+	*rx = *tx = 0;
+	if (sb->net == DSEC_NET_HOST || sb->holder_pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/net/dev", (int)sb->holder_pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long v[9];
+		char *c = strchr(line, ':');
+
+		if (!c)
+			continue; /* the two header lines */
+		*c = '\0';
+		l = line + strspn(line, " ");
+		if (!strcmp(l, "lo") ||
+		    sscanf(c + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+			   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
+			continue;
+		*rx += v[0];
+		*tx += v[8];
+	}
+	return 0;
+}
+
 json_t *dsec_res_usage_json(const struct dsec_sandbox *sb)
 {
 	struct dsec_cgroup_usage u;
+	uint64_t rx, tx;
+	int net = net_bytes(sb, &rx, &tx);
 
 	if (dsec_cgroup_usage(sb, &u, NULL) < 0)
 		memset(&u, 0, sizeof(u));
-	return json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "cpu_us", (json_int_t)u.now.cpu_us,
-			 "memory", (json_int_t)u.now.memory, "memory_peak",
-			 (json_int_t)u.memory_peak, "pids", (json_int_t)u.now.pids, "io_read_bytes",
-			 u.io_known ? json_integer((json_int_t)u.io_rbytes) : json_null(),
-			 "io_write_bytes",
-			 u.io_known ? json_integer((json_int_t)u.io_wbytes) : json_null());
+	return json_pack(
+	    "{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o}", "cpu_us", (json_int_t)u.now.cpu_us,
+	    "memory", (json_int_t)u.now.memory, "memory_peak", (json_int_t)u.memory_peak, "pids",
+	    (json_int_t)u.now.pids, "io_read_bytes",
+	    u.io_known ? json_integer((json_int_t)u.io_rbytes) : json_null(), "io_write_bytes",
+	    u.io_known ? json_integer((json_int_t)u.io_wbytes) : json_null(), "net_rx_bytes",
+	    net == 0 ? json_integer((json_int_t)rx) : json_null(), "net_tx_bytes",
+	    net == 0 ? json_integer((json_int_t)tx) : json_null());
 }
 
 void dsec_res_exec_child(const struct dsec_sandbox *sb)

@@ -185,6 +185,8 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	rec=$(records)
 	json_has "$rec" '.exec.usage.cpu_us > 0 and .exec.usage.memory_peak >= 8388608'
 	json_has "$rec" '.exec.usage | has("io_read_bytes") and has("io_write_bytes") and has("pids")'
+	# --net none: loopback is not counted, nothing else exists
+	json_has "$rec" '.exec.usage.net_rx_bytes == 0 and .exec.usage.net_tx_bytes == 0'
 	run dsec-ps "$ID"
 	json_has "$(records)" '.usage.cpu_us > 0 and .usage.memory_peak >= 8388608'
 	json_is "$(records)" .class ls

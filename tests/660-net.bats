@@ -132,6 +132,8 @@ host_untouched() {
 	t2=$EPOCHREALTIME
 	# 1.5 MB at 500 kB/s: about 3 s (less the burst); uncapped well under that
 	awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { exit !(c - b >= 1.5 && c - b < 30 && b - a < c - b) }'
+	# accounting: the download shows in the sandbox's network bytes
+	json_has "$(dsec-ps "$capped")" '.usage.net_rx_bytes > 1500000 and .usage.net_tx_bytes > 0'
 }
 
 @test "net nat: names resolve at spawn, in options and spec records; unknown names fail" {
