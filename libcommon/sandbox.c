@@ -633,7 +633,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	static struct dsec_idmap map;
 	static int have_map;
 	uint64_t t0 = dsec_now_us(), t[8] = {0};
-	int pidfd = -1, hfd, flags, us[2] = {-1, -1};
+	int pidfd = -1, hfd, flags, us[2] = {-1, -1}, published = 0;
 	void *stack;
 	pid_t pid = -1;
 #define T(i) (t[i] = dsec_verbose > 1 ? dsec_now_us() : 0)
@@ -708,23 +708,27 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		*err = arg.err;
 		goto fail;
 	}
+	sb->holder_pid = pid;
+	sb->holder_start = dsec_proc_start_time(pid);
+	sb->created_us = dsec_wall_us();
 	if (us[1] >= 0) {
 		close(us[1]);
 		us[1] = -1;
+	}
+	/* written (pending, not handed out) while the holder enters its user namespace */
+	if (publish_state(p, sb, err) < 0)
+		goto fail;
+	published = 1;
+	if (us[0] >= 0) {
 		if (userns_handshake(us[0], pid, &map, err) < 0)
 			goto fail;
 		close(us[0]);
 		us[0] = -1;
 	}
-	sb->holder_pid = pid;
-	sb->holder_start = dsec_proc_start_time(pid);
-	sb->created_us = dsec_wall_us();
 	if (!dsec_sandbox_alive(sb)) {
 		dsec_err_set(err, EIO, "holder died at start");
 		goto fail;
 	}
-	if (publish_state(p, sb, err) < 0)
-		goto fail;
 	T(3);
 	close(pidfd);
 	if (dsec_verbose > 1)
@@ -738,6 +742,8 @@ fail:
 	for (int i = 0; i < 2; i++)
 		if (us[i] >= 0)
 			close(us[i]);
+	if (published)
+		dsec_rmtree(sb->dir, NULL);
 	if (pidfd >= 0) {
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 		close(pidfd);
