@@ -814,11 +814,19 @@ int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb, stru
 {
 	struct dsec_sandbox n;
 
+	/* its veth, address and allow-list are made by dsec-spawn after create (net.h), from a
+	 * policy the state does not keep */
+	if (sb->net == DSEC_NET_NAT)
+		return dsec_err_set(err, ENOTSUP,
+				    "%s: reset of a --net nat sandbox is not supported", sb->id);
 	memset(&n, 0, sizeof(n));
 	snprintf(n.id, sizeof(n.id), "%s", sb->id);
 	snprintf(n.image, sizeof(n.image), "%s", sb->image);
 	snprintf(n.hostname, sizeof(n.hostname), "%s", sb->hostname);
 	n.limits = sb->limits;
+	n.req = sb->req;
+	n.cls = sb->cls;
+	snprintf(n.io_dev, sizeof(n.io_dev), "%s", sb->io_dev);
 	n.ttl_us = sb->ttl_us;
 	n.net = sb->net;
 	n.env = sb->env;

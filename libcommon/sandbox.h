@@ -194,8 +194,8 @@ int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err);
 int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
 
 /* Reset sb to its image's state under the same id: destroy it (every process, every write) and
- * create it again from the same image name, limits, TTL (counted anew), host name, network, env
- * and labels. The caller holds the run lock shared, as for create. On success sb describes the
+ * create it again from the same image name, limits, requests, class, TTL (counted anew), host
+ * name, network mode, env and labels. Not for --net nat sandboxes (ENOTSUP). The caller holds the run lock shared, as for create. On success sb describes the
  * new sandbox (committed: handed out). 0 or -1 (the sandbox may then be gone). */
 int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
 

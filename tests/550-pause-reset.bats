@@ -70,7 +70,7 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 }
 
 @test "reset: same id, limits and labels; writes and processes gone" {
-	spawn_one --memory 96M --label task=t1 --hostname box
+	spawn_one --memory 96M --label task=t1 --hostname box --class be --cpu-request 0.1
 	old=$(sb_pid "$ID")
 	dsec-exec "$ID" -- sh -c 'echo x >/etc/written; rm /bin/vi; sleep 300 >/dev/null 2>&1 &'
 	run dsec-reap --reset "$ID"
@@ -83,6 +83,8 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 		[ "${lines[3]}" = 0 ] || { echo "$output"; return 1; }
 	json_is "$(sb_json "$ID")" .limits.memory 100663296
 	json_is "$(sb_json "$ID")" .labels.task t1
+	json_is "$(sb_json "$ID")" .class be
+	json_is "$(sb_json "$ID")" .requests.cpus 0.1
 	[ "$(dsec-ps | jq -s length)" = 1 ]
 }
 
