@@ -69,7 +69,7 @@ static void emit(json_t *rec)
 /* Reap sandbox id and put the outcome into rec (consumed, emitted). */
 static void reap_id(const char *id, json_t *rec)
 {
-	struct dsec_sandbox sb;
+	struct dsec_sandbox sb, old = {0};
 	struct dsec_err err = {0};
 
 	uint64_t t0 = dsec_now_us();
@@ -82,7 +82,7 @@ static void reap_id(const char *id, json_t *rec)
 	else if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME))
 		rc = dsec_cgroup_freeze(&sb, action == ACT_PAUSE, &err);
 	else if (rc == 0 && action == ACT_RESET)
-		rc = dsec_sandbox_reset(&paths, &sb, &err);
+		rc = dsec_sandbox_reset(&paths, &sb, &old, &err);
 	if (rc < 0) {
 		dsec_err_print(&err);
 		failed = 1;
@@ -90,17 +90,27 @@ static void reap_id(const char *id, json_t *rec)
 		emit(dsec_jsonl_set_error(rec, &err, "dsec-reap"));
 		return;
 	}
-	dsec_sandbox_free(&sb);
 	if (action == ACT_REAP) {
 		json_object_set_new(rec, "reaped", json_true());
 	} else if (action == ACT_RESET) {
 		json_object_set_new(rec, "reset", json_true());
 		json_object_set_new(rec, "reset_us",
 				    json_integer((json_int_t)(dsec_now_us() - t0)));
+		json_object_set_new(rec, "reset_warm", json_boolean(old.id[0] != '\0'));
+		json_object_set_new(rec, "pid", json_integer(sb.holder_pid));
 	} else {
 		json_object_set_new(rec, "paused", json_boolean(action == ACT_PAUSE));
 	}
+	dsec_sandbox_free(&sb);
 	emit(rec);
+	/* a reset from a warm pool: the replaced sandbox goes once the record is out */
+	if (old.id[0]) {
+		if (dsec_sandbox_destroy(&paths, &old, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+		}
+		dsec_sandbox_free(&old);
+	}
 }
 
 static int reap_all_fn(const char *id, void *ctx)

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "cgroup.h"
 #include "net.h"
 #include "ns.h"
@@ -810,15 +811,101 @@ int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, st
 	return 0;
 }
 
-int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
+/* Give the sandbox whose holder is reachable through pidfd the host name name: join its uts
+ * namespace (made by host root, so ours to change), set it, come back. 0 or -1. */
+static int set_hostname(int pidfd, const char *name, struct dsec_err *err)
+{
+	int self = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (self < 0)
+		return dsec_err_sys(err, "open /proc/self/ns/uts");
+	if (setns(pidfd, CLONE_NEWUTS) < 0)
+		rc = dsec_err_sys(err, "join the uts namespace");
+	else if (sethostname(name, strlen(name)) < 0)
+		rc = dsec_err_sys(err, "sethostname '%s'", name);
+	if (setns(self, CLONE_NEWUTS) < 0 && rc == 0)
+		rc = dsec_err_sys(err, "return to our uts namespace");
+	close(self);
+	return rc;
+}
+
+/* Reset by swap: claim a ready sandbox of the same profile from a warm pool, give it sb's id
+ * (state, host name, admission), and move sb out of the way for the caller to destroy. 1 when
+ * swapped (*old is the replaced sandbox, sb the new one), 0 when no pool had one, -1. */
+static int reset_swap(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_sandbox *old,
+		      struct dsec_err *err)
+{
+	struct dsec_claimer c = {.paths = p};
+	struct dsec_sandbox w = *sb;
+	char wdir[PATH_MAX], file[PATH_MAX + 32];
+	int64_t a[DSEC_R_N];
+	int r, fd;
+
+	/* env and labels are lent: a claim takes references of its own */
+	w.hostname[0] = '\0';
+	r = dsec_pool_claim(&c, &w, err);
+	dsec_claimer_free(&c);
+	if (r <= 0)
+		return r < 0 ? dsec_err_wrap(err, "%s: reset from a warm pool", sb->id) : 0;
+	/* w is the claimed sandbox, pending, under its own id and state dir */
+	fd = dsec_sandbox_pidfd(&w, err);
+	if (fd < 0 || set_hostname(fd, sb->hostname, err) < 0) {
+		if (fd >= 0)
+			close(fd);
+		goto fail;
+	}
+	close(fd);
+	/* what the pool's sandbox asked of admission is now the id's: its old requests stay
+	 * counted for the id, the pool sandbox's entry is taken back */
+	dsec_admit_amounts(&w.req, a);
+	for (int i = 0; i < DSEC_R_N; i++)
+		a[i] = -a[i];
+	if ((a[DSEC_R_CPU] || a[DSEC_R_MEMORY] || a[DSEC_R_PIDS] || a[DSEC_R_DISK]) &&
+	    dsec_admit(p, w.id, w.holder_pid, w.holder_start, a, err) < 0)
+		goto fail;
+	snprintf(wdir, sizeof(wdir), "%s", w.dir);
+	snprintf(w.id, sizeof(w.id), "%s", sb->id);
+	snprintf(w.hostname, sizeof(w.hostname), "%s", sb->hostname);
+	if (dsec_sandbox_save(p, &w, err) < 0)
+		goto fail;
+	/* the old sandbox is pending from here on: should we die, --orphans removes it */
+	snprintf(file, sizeof(file), "%s/" STATE_FILE, sb->dir);
+	if (chmod(file, STATE_PENDING_MODE) < 0) {
+		dsec_err_sys(err, "%s: mark for removal", sb->id);
+		goto fail;
+	}
+	/* one atomic step: the id's dir now holds the new sandbox, the pool sandbox's dir the old */
+	if (syscall(SYS_renameat2, AT_FDCWD, wdir, AT_FDCWD, sb->dir, RENAME_EXCHANGE) < 0) {
+		dsec_err_sys(err, "%s: swap state dirs", sb->id);
+		chmod(file, STATE_MODE);
+		goto fail;
+	}
+	snprintf(w.dir, sizeof(w.dir), "%s", sb->dir);
+	*old = *sb;
+	snprintf(old->dir, sizeof(old->dir), "%s", wdir);
+	*sb = w;
+	return 1;
+fail:
+	dsec_sandbox_destroy(p, &w, NULL);
+	dsec_sandbox_free(&w);
+	return -1;
+}
+
+int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
+		       struct dsec_sandbox *old, struct dsec_err *err)
 {
 	struct dsec_sandbox n;
+	int r;
 
+	memset(old, 0, sizeof(*old));
 	/* its veth, address and allow-list are made by dsec-spawn after create (net.h), from a
 	 * policy the state does not keep */
 	if (sb->net == DSEC_NET_NAT)
 		return dsec_err_set(err, ENOTSUP,
 				    "%s: reset of a --net nat sandbox is not supported", sb->id);
+	r = reset_swap(p, sb, old, err);
+	if (r != 0)
+		return r < 0 ? -1 : dsec_sandbox_commit(sb, err);
 	memset(&n, 0, sizeof(n));
 	snprintf(n.id, sizeof(n.id), "%s", sb->id);
 	snprintf(n.image, sizeof(n.image), "%s", sb->image);
@@ -832,6 +919,7 @@ int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb, stru
 	n.env = sb->env;
 	n.labels = sb->labels;
 	sb->env = sb->labels = NULL;
+	/* admission: the id's ledger entries stay, kept alive by the new holder its state names */
 	if (dsec_sandbox_destroy(p, sb, err) < 0 || dsec_sandbox_create(p, &n, err) < 0 ||
 	    dsec_sandbox_commit(&n, err) < 0) {
 		json_decref(n.env);
@@ -873,7 +961,33 @@ struct orphan_ctx {
 	void *ctx;
 	int count, failed;
 	struct dsec_err *err;
+	/* names of the cgroups live sandboxes use: a reset from a warm pool leaves a sandbox in
+	 * the cgroup named after the pool sandbox it was (cgroup v2 cannot rename one) */
+	char (*used)[DSEC_ID_MAX];
+	size_t nused, capused;
 };
+
+/* Remember the name of the cgroup sb lives in (its leaf dir). */
+static void orphan_note_cgroup(struct orphan_ctx *o, const struct dsec_sandbox *sb)
+{
+	const char *path = sb->cg.version == 2 ? sb->cg.v2 : NULL, *base;
+
+	for (int c = 0; !path && sb->cg.version == 1 && c < DSEC_CG_NCTRL; c++)
+		if (sb->cg.v1[c][0])
+			path = sb->cg.v1[c];
+	if (!path || !(base = strrchr(path, '/')) || !strcmp(base + 1, sb->id))
+		return;
+	if (o->nused == o->capused) {
+		size_t cap = o->capused ? 2 * o->capused : 16;
+		void *n = realloc(o->used, cap * sizeof(*o->used));
+
+		if (!n)
+			return;
+		o->used = n;
+		o->capused = cap;
+	}
+	snprintf(o->used[o->nused++], sizeof(o->used[0]), "%s", base + 1);
+}
 
 /* Remove a sandbox known only by id: whatever state, cgroup and holder it has left. */
 static int orphan_remove(struct orphan_ctx *o, const char *id)
@@ -911,6 +1025,8 @@ static int orphan_state(const char *id, void *ctx)
 		return orphan_remove(o, id);
 	/* pending: created, but the spawn died before it handed the sandbox out */
 	orphan = !dsec_sandbox_alive(&sb) || state_pending(o->p, id);
+	if (!orphan)
+		orphan_note_cgroup(o, &sb);
 	dsec_sandbox_free(&sb);
 	return orphan ? orphan_remove(o, id) : 0;
 }
@@ -925,6 +1041,9 @@ static int orphan_cgroup(const char *name, void *ctx)
 	state_dir(o->p, name, dir);
 	if (access(dir, F_OK) == 0)
 		return 0;
+	for (size_t i = 0; i < o->nused; i++)
+		if (!strcmp(o->used[i], name))
+			return 0;
 	return orphan_remove(o, name);
 }
 
@@ -952,10 +1071,12 @@ int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *c
 
 	remove_tmp_dirs(p);
 
-	if (dsec_sandbox_foreach(p, orphan_state, &o, err) < 0)
+	if (dsec_sandbox_foreach(p, orphan_state, &o, err) < 0 ||
+	    (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_foreach(p, orphan_cgroup, &o, err) < 0)) {
+		free(o.used);
 		return -1;
-	if (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_foreach(p, orphan_cgroup, &o, err) < 0)
-		return -1;
+	}
+	free(o.used);
 	return o.failed ? -1 : o.count;
 }
 

@@ -193,11 +193,19 @@ int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err);
  * Tolerant of parts already gone (a dead holder, a missing cgroup). 0 or -1. */
 int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
 
-/* Reset sb to its image's state under the same id: destroy it (every process, every write) and
- * create it again from the same image name, limits, requests, class, TTL (counted anew), host
- * name, network mode, env and labels. Not for --net nat sandboxes (ENOTSUP). The caller holds the run lock shared, as for create. On success sb describes the
- * new sandbox (committed: handed out). 0 or -1 (the sandbox may then be gone). */
-int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
+/* Reset sb to its image's state under the same id, keeping its image, limits, requests,
+ * class, TTL (counted anew), host name, network mode, env and labels. Not for --net nat
+ * sandboxes (ENOTSUP). The caller holds the run lock shared, as for create.
+ *
+ * When a warm pool (pool.h) has a ready sandbox of the same profile, that one is claimed and
+ * takes sb's id, state dir and host name in one renameat2(RENAME_EXCHANGE) of the two state
+ * dirs; *old then receives the replaced sandbox, already out of the id's way and marked
+ * pending (--orphans removes it should the caller die): the caller destroys it with
+ * dsec_sandbox_destroy once it has reported, and frees it. Otherwise sb is destroyed and
+ * created again (old->id is ""). On success sb describes the new sandbox, handed out. 0 or -1
+ * (the sandbox may then be gone). */
+int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
+		       struct dsec_sandbox *old, struct dsec_err *err);
 
 /* Take the run dir lock ($DSEC_RUN/lock): exclusive or shared, waiting. Returns the fd (close
  * to release) or -1. Creates $DSEC_RUN when missing. */

@@ -88,6 +88,48 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 	[ "$(dsec-ps | jq -s length)" = 1 ]
 }
 
+@test "reset from a warm pool: a ready sandbox takes the id; orphans, admission and cleanup agree" {
+	printf 'cpu = 1\ncpu_ratio = 1\n' >"$DSEC_ROOT/node.conf"
+	dsec-warm --image busybox --count 2 --memory 96M --cpu-request 0.25 >/dev/null
+	spawn_one --memory 96M --cpu-request 0.25 --label task=t2
+	json_is "$REC" .warm true
+	parents=$(sb_cgroup_parents "$ID")
+	old=$(sb_pid "$ID")
+	dsec-exec "$ID" -- sh -c 'echo x >/etc/written; sleep 300 >/dev/null 2>&1 &'
+	run dsec-reap --reset "$ID"
+	[ "$status" -eq 0 ]
+	json_is "$output" .reset_warm true
+	json_has "$output" '.reset_us > 0'
+	# the replaced sandbox is gone when dsec-reap returns, the pool is empty now
+	# (a zombie for a moment at most: its parent, init, has yet to wait for it)
+	[ ! -e "/proc/$old" ] || [ "$(awk '{ print $3 }' "/proc/$old/stat" 2>/dev/null)" != S ]
+	[ -z "$(ls "$DSEC_RUN"/pools/*/ready/)" ]
+	run dsec-exec "$ID" sh -c 'ls /etc/written 2>&1; hostname; ps -o comm | grep -c sleep'
+	[[ "${lines[0]}" == *"No such file"* ]] && [ "${lines[1]}" = "$ID" ] && [ "${lines[2]}" = 0 ] ||
+		{ echo "$output"; return 1; }
+	json_is "$(sb_json "$ID")" .limits.memory 100663296
+	json_is "$(sb_json "$ID")" .labels.task t2
+	[ "$(ls "$DSEC_RUN/sandboxes")" = "$ID" ]
+	# its cgroup is named after the pool sandbox it was: --orphans must leave it alone
+	[ "$(basename "$(sb_cgroups "$ID" | head -n 1)")" != "$ID" ]
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	run dsec-exec "$ID" true
+	[ "$status" -eq 0 ]
+	# admission counts the id's requests once: 0.25 of the node's 1
+	json_is "$(dsec-ps --node | jq -c 'select(.cpu)')" .cpu.requested 0.25
+	# a cold reset (the pool is empty) keeps that count
+	run dsec-reap --reset "$ID"
+	json_is "$output" .reset_warm false
+	json_is "$(dsec-ps --node | jq -c 'select(.cpu)')" .cpu.requested 0.25
+	cgs=$(sb_cgroups "$ID")
+	dsec-reap "$ID" >/dev/null
+	for c in $cgs; do [ ! -e "$c" ] || { echo "cgroup left: $c" >&2; return 1; }; done
+	dsec-reap -q --all >/dev/null
+	# shellcheck disable=SC2086 # one dir a word
+	assert_nothing_left $parents
+}
+
 @test "reset under load: a fork bomb is gone after reset" {
 	spawn_one --pids 48
 	dsec-exec "$ID" -- sh -c 'b() { b | b & }; (b) >/dev/null 2>&1 &'
