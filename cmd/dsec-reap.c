@@ -1,6 +1,7 @@
 /* dsec-reap: tear sandboxes down, by id, from records, all, expired, or orphaned; or pause,
  * resume or reset them. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static const char usage[] =
     "Kill every process of each sandbox, remove its cgroup and state (its rootfs goes with its\n"
     "last process), and print its record with \"reaped\":true. Records on standard input pass\n"
     "through with every member kept; a record carrying an \"error\" still has the sandbox it\n"
-    "names reaped.\n"
+    "names reaped. Up to 64 go at once; records come out in input order.\n"
     "\n"
     "  -a, --all             reap every sandbox of the run dir, then its template namespace\n"
     "      --expired         reap the sandboxes whose TTL has run out\n"
@@ -33,7 +34,9 @@ static const char usage[] =
     "(\"paused\":true)\n"
     "      --resume          thaw them again (\"paused\":false); dsec-exec resumes by itself\n"
     "      --reset           reset them to their image's state instead: every process killed,\n"
-    "                        every write discarded, same id, limits and labels (\"reset\":true)\n"
+    "                        every write discarded, same id, limits and labels (\"reset\":true);\n"
+    "                        a ready sandbox of a warm pool of the same profile takes its place\n"
+    "                        when there is one (\"reset_warm\":true)\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
     "      --run DIR         run dir holding sandbox state (default $DSEC_RUN or /run/dsec)\n"
     "  -q, --quiet           no warnings\n"
@@ -60,10 +63,153 @@ static int failed, out_gone;
 /* What is done to each sandbox named: reaped (0), or one of these. */
 static enum { ACT_REAP, ACT_PAUSE, ACT_RESUME, ACT_RESET } action;
 
-/* Emit rec (consumed). Remembers a gone reader: the rest is still reaped, silently. */
+/* Records waiting to be printed, in input order: one whose sandbox is still going holds back
+ * those after it (the teardowns overlap, the output keeps its order). */
+static struct {
+	json_t **rec; /* NULL: its sandbox is still going */
+	size_t head, n, cap;
+} outq;
+
+/* Print what is ready at the head of the queue. */
+static void outq_flush(void)
+{
+	while (outq.head < outq.n && outq.rec[outq.head]) {
+		dsec_jsonl_put(outq.rec[outq.head], &out_gone);
+		outq.rec[outq.head++] = NULL;
+	}
+	if (outq.head == outq.n)
+		outq.head = outq.n = 0;
+}
+
+/* A place in the queue for a record to come; its index, or -1 (out of memory: print now). */
+static long outq_reserve(void)
+{
+	if (outq.n == outq.cap) {
+		size_t cap = outq.cap ? 2 * outq.cap : 256;
+		json_t **n = realloc(outq.rec, cap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		outq.rec = n;
+		outq.cap = cap;
+	}
+	outq.rec[outq.n] = NULL;
+	return (long)outq.n++;
+}
+
+/* Emit rec (consumed) into place slot (-1: next in line). Remembers a gone reader: the rest is
+ * still reaped, silently. */
+static void emit_at(long slot, json_t *rec)
+{
+	if (slot < 0 && outq.head == outq.n) {
+		dsec_jsonl_put(rec, &out_gone);
+		return;
+	}
+	if (slot < 0 && (slot = outq_reserve()) < 0) {
+		dsec_jsonl_put(rec, &out_gone);
+		return;
+	}
+	outq.rec[slot] = rec;
+	outq_flush();
+}
+
 static void emit(json_t *rec)
 {
-	dsec_jsonl_put(rec, &out_gone);
+	emit_at(-1, rec);
+}
+
+/* Sandboxes being reaped: their holders were sent SIGKILL and we wait for their pidfds, many
+ * at once, since a sandbox takes milliseconds of the kernel's waiting (namespaces, mounts,
+ * RCU) to go but little CPU. Their records come out as each is gone. */
+#define FLY_MAX 64
+struct fly {
+	struct dsec_sandbox sb;
+	json_t *rec;
+	int fd;
+	long slot; /* its place in outq, -1: none */
+};
+static struct fly *fly;
+static size_t nfly;
+
+/* Finish reaping fly[i] (its processes are gone, or we gave up waiting) and emit its record. */
+static void reap_finish(size_t i)
+{
+	struct dsec_err err = {0};
+	struct fly *f = &fly[i];
+
+	if (f->fd >= 0)
+		close(f->fd);
+	if (dsec_sandbox_destroy_rest(&paths, &f->sb, &err) < 0) {
+		dsec_err_print(&err);
+		failed = 1;
+		f->rec = dsec_jsonl_set_error(f->rec, &err, "dsec-reap");
+	} else {
+		json_object_set_new(f->rec, "reaped", json_true());
+	}
+	dsec_sandbox_free(&f->sb);
+	if (f->slot >= 0)
+		emit_at(f->slot, f->rec);
+	else
+		dsec_jsonl_put(f->rec, &out_gone);
+	fly[i] = fly[--nfly];
+}
+
+/* Wait for sandboxes in flight to go and finish those gone: with block, until at least one
+ * is (10 s at most, then all are finished as they are), or until fd (>= 0) is readable. */
+static void reap_wait(int block, int fd)
+{
+	struct pollfd pfd[FLY_MAX + 1];
+	size_t n = 0;
+	int r;
+
+	for (size_t i = 0; i < nfly; i++)
+		pfd[n++] = (struct pollfd){.fd = fly[i].fd, .events = POLLIN};
+	if (fd >= 0)
+		pfd[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+	do
+		r = poll(pfd, n, block ? 10000 : 0);
+	while (r < 0 && errno == EINTR);
+	/* from the end: reap_finish moves the last one into the slot it frees */
+	for (size_t i = nfly; i-- > 0;)
+		if (pfd[i].revents || (block && r == 0))
+			reap_finish(i);
+}
+
+/* Start reaping sb (consumed) for record rec (consumed). */
+static void reap_start(struct dsec_sandbox *sb, json_t *rec)
+{
+	if (!fly && !(fly = calloc(FLY_MAX, sizeof(*fly)))) {
+		struct dsec_err err = {0};
+
+		if (dsec_sandbox_destroy(&paths, sb, &err) < 0) {
+			dsec_err_print(&err);
+			failed = 1;
+			rec = dsec_jsonl_set_error(rec, &err, "dsec-reap");
+		} else {
+			json_object_set_new(rec, "reaped", json_true());
+		}
+		dsec_sandbox_free(sb);
+		emit(rec);
+		return;
+	}
+	while (nfly == FLY_MAX)
+		reap_wait(1, -1);
+	fly[nfly] = (struct fly){
+	    .sb = *sb, .rec = rec, .fd = dsec_sandbox_kill(sb), .slot = outq_reserve()};
+	if (fly[nfly++].fd < 0)
+		reap_finish(nfly - 1);
+	else
+		reap_wait(0, -1);
+}
+
+static void reap_drain(void)
+{
+	while (nfly)
+		reap_wait(1, -1);
+	free(fly);
+	fly = NULL;
+	free(outq.rec);
+	memset(&outq, 0, sizeof(outq));
 }
 
 /* Reap sandbox id and put the outcome into rec (consumed, emitted). */
@@ -75,11 +221,13 @@ static void reap_id(const char *id, json_t *rec)
 	uint64_t t0 = dsec_now_us();
 	int rc = dsec_sandbox_load(&paths, id, &sb, &err);
 
-	if (rc == 0 && action != ACT_REAP && !dsec_sandbox_alive(&sb))
+	if (rc == 0 && action == ACT_REAP) {
+		reap_start(&sb, rec);
+		return;
+	}
+	if (rc == 0 && !dsec_sandbox_alive(&sb))
 		rc = dsec_err_set(&err, ESRCH, "%s: sandbox is not running (holder gone)", id);
-	if (rc == 0 && action == ACT_REAP)
-		rc = dsec_sandbox_destroy(&paths, &sb, &err);
-	else if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME))
+	if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME))
 		rc = dsec_cgroup_freeze(&sb, action == ACT_PAUSE, &err);
 	else if (rc == 0 && action == ACT_RESET)
 		rc = dsec_sandbox_reset(&paths, &sb, &old, &err);
@@ -90,9 +238,7 @@ static void reap_id(const char *id, json_t *rec)
 		emit(dsec_jsonl_set_error(rec, &err, "dsec-reap"));
 		return;
 	}
-	if (action == ACT_REAP) {
-		json_object_set_new(rec, "reaped", json_true());
-	} else if (action == ACT_RESET) {
+	if (action == ACT_RESET) {
 		json_object_set_new(rec, "reset", json_true());
 		json_object_set_new(rec, "reset_us",
 				    json_integer((json_int_t)(dsec_now_us() - t0)));
@@ -147,7 +293,17 @@ static void reap_records(void)
 	int r;
 
 	dsec_jsonl_reader_init(&rd, stdin, "<stdin>", 0);
-	while ((r = dsec_jsonl_next(&rd, &rec, &err)) != 0) {
+	for (;;) {
+		/* while the next record is not there yet, the sandboxes in flight finish */
+		while (nfly && !dsec_jsonl_buffered(&rd)) {
+			struct pollfd in = {.fd = fileno(stdin), .events = POLLIN};
+
+			if (poll(&in, 1, 0) > 0)
+				break;
+			reap_wait(1, fileno(stdin));
+		}
+		if ((r = dsec_jsonl_next(&rd, &rec, &err)) == 0)
+			break;
 		json_t *id;
 
 		if (r < 0) {
@@ -255,6 +411,7 @@ int main(int argc, char **argv)
 
 		if (dsec_sandbox_foreach(&paths, reap_all_fn, &only_expired, &err) < 0)
 			dsec_fatal(&err);
+		reap_drain();
 		/* --all took the warm pools' sandboxes too: remove the pools */
 		if (all && dsec_pool_cleanup(&paths, &err) < 0) {
 			dsec_err_print(&err);
@@ -266,6 +423,7 @@ int main(int argc, char **argv)
 	} else {
 		reap_records();
 	}
+	reap_drain();
 	close(lock);
 	if (all) {
 		/* the last one out tears the template down, unless a dsec-spawn is at work */

@@ -25,6 +25,15 @@ void dsec_jsonl_reader_free(struct dsec_jsonl_reader *r)
 	r->cap = 0;
 }
 
+int dsec_jsonl_buffered(const struct dsec_jsonl_reader *r)
+{
+#ifdef __GLIBC__
+	return r->f->_IO_read_ptr < r->f->_IO_read_end;
+#else
+	return 1;
+#endif
+}
+
 /* Read one line into r->buf without ever holding more than max_line bytes. Returns the length,
  * -1 at EOF with nothing read, -2 when the line was too long (consumed), -3 on a read error. */
 static long read_line(struct dsec_jsonl_reader *r, int *has_nul)

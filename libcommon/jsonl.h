@@ -25,6 +25,10 @@ void dsec_jsonl_reader_init(struct dsec_jsonl_reader *r, FILE *f, const char *na
 			    size_t max_line);
 void dsec_jsonl_reader_free(struct dsec_jsonl_reader *r);
 
+/* Does the reader's stream hold input read from its fd but not yet consumed (so that poll on
+ * the fd would not tell)? 1 or 0; 1 where the C library does not say. */
+int dsec_jsonl_buffered(const struct dsec_jsonl_reader *r);
+
 /* Next record. Returns 1 with *out a new object reference, 0 at end of input, -1 on a bad
  * line (not an object, malformed, too long, NUL byte): err says "<name>:LINE: why" and the
  * line is consumed, so the caller may go on with the next. Blank lines are skipped. */

@@ -778,22 +778,40 @@ static int state_pending(const struct dsec_paths *p, const char *id)
 	return lstat(file, &st) == 0 && (st.st_mode & 07777) == STATE_PENDING_MODE;
 }
 
-int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
+int dsec_sandbox_kill(const struct dsec_sandbox *sb)
 {
-	int fd = dsec_sandbox_pidfd(sb, NULL), rc = 0;
+	int fd = dsec_sandbox_pidfd(sb, NULL);
 
 	/* a paused sandbox's tasks (v1 freezer) would not die before they thaw */
 	if (sb->cg.version && dsec_cgroup_frozen(sb) == 1)
 		dsec_cgroup_freeze(sb, 0, NULL);
+	/* the holder is pid 1 of the sandbox: the kernel kills the whole pid namespace and
+	 * signals the pidfd only once all of it is gone */
+	if (fd >= 0 && syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	int fd = dsec_sandbox_kill(sb);
+
 	if (fd >= 0) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
-		/* the holder is pid 1 of the sandbox: the kernel kills the whole pid namespace and
-		 * signals the pidfd only once all of it is gone */
-		if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0)
-			poll(&pfd, 1, 10000);
+		poll(&pfd, 1, 10000);
 		close(fd);
 	}
+	return dsec_sandbox_destroy_rest(p, sb, err);
+}
+
+int dsec_sandbox_destroy_rest(const struct dsec_paths *p, struct dsec_sandbox *sb,
+			      struct dsec_err *err)
+{
+	int rc = 0;
+
 	reap_children();
 	/* --net nat: rules, veth and address of the sandbox (net.h); nothing for the others */
 	if (dsec_net_detach(p, sb, err) < 0)

@@ -193,6 +193,15 @@ int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err);
  * Tolerant of parts already gone (a dead holder, a missing cgroup). 0 or -1. */
 int dsec_sandbox_destroy(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);
 
+/* The same in two halves, for tearing many down at once: dsec_sandbox_kill thaws the sandbox
+ * and sends its holder SIGKILL, returning the holder's pidfd (readable once every process of
+ * the sandbox is gone) or -1 when there is no holder left to wait for; then, once it is
+ * readable (or after a timeout), dsec_sandbox_destroy_rest removes the rest (cgroup, after
+ * killing whatever is still in it; network; state). */
+int dsec_sandbox_kill(const struct dsec_sandbox *sb);
+int dsec_sandbox_destroy_rest(const struct dsec_paths *p, struct dsec_sandbox *sb,
+			      struct dsec_err *err);
+
 /* Reset sb to its image's state under the same id, keeping its image, limits, requests,
  * class, TTL (counted anew), host name, network mode, env and labels. Not for --net nat
  * sandboxes (ENOTSUP). The caller holds the run lock shared, as for create.
