@@ -180,6 +180,19 @@ host_untouched() {
 	host_untouched
 }
 
+@test "net nat: --reset is refused with an error record; the sandbox and its address stay" {
+	nat_spawn
+	pid=$(jq -r .holder.pid "$DSEC_RUN/sandboxes/$ID/sandbox.json")
+	run dsec-reap --reset "$ID"
+	[ "$status" -eq 1 ]
+	json_has "$(records)" '.error.msg | test("reset of a --net nat sandbox is not supported")'
+	[[ "$output" == *"dsec-reap: error: $ID: reset of a --net nat sandbox"* ]]
+	[ "$(jq -r .holder.pid "$DSEC_RUN/sandboxes/$ID/sandbox.json")" = "$pid" ]
+	run dsec-exec "$ID" -- ip -4 -o addr show dev eth0
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"inet $ADDR/"* ]]
+}
+
 @test "net nat: after kill -9, dsec-reap --orphans removes rules and leases" {
 	nat_spawn --allow 192.0.2.10:80
 	dead=$ID
