@@ -22,33 +22,12 @@ const char *const dsec_res_name[DSEC_R_N] = {"cpu", "memory", "pids", "disk"};
 
 /* ---- node.conf ---- */
 
-static uint64_t meminfo(const char *key)
-{
-	char buf[4096], *s;
-	ssize_t r;
-	int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (r <= 0)
-		return 0;
-	buf[r] = '\0';
-	s = strstr(buf, key);
-	return s ? strtoull(s + strlen(key), NULL, 10) * 1024 : 0;
-}
-
 static double pid_max(void)
 {
-	char buf[32] = "";
-	int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
-	ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	char buf[32];
 
-	if (fd >= 0)
-		close(fd);
-	buf[r > 0 ? r : 0] = '\0';
-	return r > 0 ? strtod(buf, NULL) : 32768;
+	return dsec_read_proc("/proc/sys/kernel/pid_max", buf, sizeof(buf)) > 0 ? strtod(buf, NULL)
+										: 32768;
 }
 
 /* "MAJ:MIN" of the whole disk behind dev (a partition's parent), "" for a device that is no
@@ -167,10 +146,10 @@ int dsec_node_load(const struct dsec_paths *p, struct dsec_node *n, struct dsec_
 	n->cap[DSEC_R_CPU] = sched_getaffinity(0, sizeof(cs), &cs) == 0
 				 ? CPU_COUNT(&cs)
 				 : (double)sysconf(_SC_NPROCESSORS_ONLN);
-	n->cap[DSEC_R_MEMORY] = (double)meminfo("MemTotal:");
+	n->cap[DSEC_R_MEMORY] = (double)dsec_meminfo("MemTotal:");
 	n->cap[DSEC_R_PIDS] = pid_max();
 	/* the writable layers are tmpfs: RAM and swap */
-	n->cap[DSEC_R_DISK] = (double)(meminfo("MemTotal:") + meminfo("SwapTotal:"));
+	n->cap[DSEC_R_DISK] = (double)(dsec_meminfo("MemTotal:") + dsec_meminfo("SwapTotal:"));
 	set_io_device(n, p->root, "auto", 0, NULL);
 	snprintf(path, sizeof(path), "%s/node.conf", p->root);
 	if (dsec_read_file(AT_FDCWD, path, 1 << 16, &buf, err) < 0)

@@ -549,19 +549,7 @@ long dsec_pool_live(const struct dsec_paths *p, struct dsec_err *err)
 
 uint64_t dsec_mem_available(void)
 {
-	char buf[4096], *s;
-	ssize_t r;
-	int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (r <= 0)
-		return 0;
-	buf[r] = '\0';
-	s = strstr(buf, "MemAvailable:");
-	return s ? strtoull(s + 13, NULL, 10) * 1024 : 0;
+	return dsec_meminfo("MemAvailable:");
 }
 
 /* One pool as a claimer sees it: its ready entries as read, and how far it got. */

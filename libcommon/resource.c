@@ -267,21 +267,13 @@ void dsec_res_from_json(json_t *state, struct dsec_sandbox *sb)
 static int net_bytes(const struct dsec_sandbox *sb, uint64_t *rx, uint64_t *tx)
 {
 	char path[64], buf[8192], *l;
-	ssize_t n;
-	int fd;
 
 	*rx = *tx = 0;
 	if (sb->net == DSEC_NET_HOST || sb->holder_pid <= 0)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/net/dev", (int)sb->holder_pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (dsec_read_proc(path, buf, sizeof(buf)) < 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		unsigned long long v[9];

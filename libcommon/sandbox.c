@@ -331,19 +331,11 @@ void dsec_sandbox_free(struct dsec_sandbox *sb)
 static unsigned long long proc_stat(pid_t pid, char *state)
 {
 	char path[64], buf[1024], *s;
-	ssize_t r;
-	int fd;
 
 	*state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (dsec_read_proc(path, buf, sizeof(buf)) < 0)
 		return 0;
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (r <= 0)
-		return 0;
-	buf[r] = '\0';
 	/* the command name may hold spaces and parentheses: fields start after the last ')' */
 	s = strrchr(buf, ')');
 	if (!s || !s[1] || !s[2])

@@ -127,6 +127,27 @@ fail:
 	return -1;
 }
 
+ssize_t dsec_read_proc(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r = fd >= 0 ? read(fd, buf, n - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[r > 0 ? r : 0] = '\0';
+	return r > 0 ? r : -1;
+}
+
+uint64_t dsec_meminfo(const char *key)
+{
+	char buf[4096], *s;
+
+	if (dsec_read_proc("/proc/meminfo", buf, sizeof(buf)) < 0)
+		return 0;
+	s = strstr(buf, key);
+	return s ? strtoull(s + strlen(key), NULL, 10) * 1024 : 0;
+}
+
 ssize_t dsec_read_file(int dirfd, const char *name, size_t max, char **out, struct dsec_err *err)
 {
 	size_t cap = 4096, len = 0;

@@ -35,6 +35,13 @@ int dsec_write_atomic(int dirfd, const char *name, const void *data, size_t len,
  * Does not follow a symlink in the last component. Returns length or -1. */
 ssize_t dsec_read_file(int dirfd, const char *name, size_t max, char **out, struct dsec_err *err);
 
+/* Read what one read(2) gives of a small kernel file (/proc, /sys) into buf (n bytes, kept
+ * NUL-terminated). Returns the length, or -1 (nothing read, buf ""). */
+ssize_t dsec_read_proc(const char *path, char *buf, size_t n);
+
+/* The /proc/meminfo field key (e.g. "MemAvailable:") in bytes; 0 when missing. */
+uint64_t dsec_meminfo(const char *key);
+
 /* Take an flock on path (created 0600 when missing). wait: block; else fail with EWOULDBLOCK.
  * exclusive: LOCK_EX, else LOCK_SH. Returns the fd holding the lock (close it to release) or -1. */
 int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err);
