@@ -14,6 +14,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/netlink.h>
+#include <linux/openat2.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <netdb.h>
@@ -25,6 +26,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -724,17 +726,54 @@ static char *lease_text(const char *id, const struct dsec_net_policy *pol)
 	return t;
 }
 
+/* Append the allow-list's names to the sandbox's /etc/hosts, so that what is allowed by name
+ * resolves by name inside (its DNS is not allowed unless listed). Opened from the sandbox's
+ * root with every link resolved inside it; a hosts file made here is root's inside. */
+static int write_hosts(const struct dsec_sandbox *sb, const char *lines, struct dsec_err *err)
+{
+	static const char head[] = "127.0.0.1 localhost\n::1 localhost\n";
+	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+			       .mode = 0644,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	char path[64];
+	size_t n = strlen(lines);
+	struct stat st;
+	int root, fd, rc = 0;
+
+	if (!n)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)sb->holder_pid);
+	if ((root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return dsec_err_sys(err, "open '%s'", path);
+	fd = (int)syscall(SYS_openat2, root, "etc/hosts", &how, sizeof(how));
+	close(root);
+	if (fd < 0)
+		return dsec_err_sys(err, "open /etc/hosts in the sandbox");
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = dsec_err_set(err, EINVAL, "/etc/hosts in the sandbox: not a regular file");
+	} else if (st.st_size == 0 && st.st_uid == 0 && sb->userns &&
+		   fchown(fd, sb->uid_base, sb->gid_base) < 0) {
+		rc = dsec_err_sys(err, "chown /etc/hosts in the sandbox");
+	} else if ((st.st_size == 0 && write(fd, head, sizeof(head) - 1) != sizeof(head) - 1) ||
+		   write(fd, lines, n) != (ssize_t)n) {
+		rc = dsec_err_sys(err, "write /etc/hosts in the sandbox");
+	}
+	close(fd);
+	return rc;
+}
+
 int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		    const struct dsec_net_policy *pol, json_t **info, struct dsec_err *err)
 {
 	static struct dsec_net_policy res;
+	static char hosts[8192];
 	char path[PATH_MAX + 32], ip[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN];
 	int lock = -1, nsfd = -1, brindex;
 	uint32_t a = 0;
 	uint64_t t0 = dsec_now_us(), t[4], c0 = thread_cpu_us();
 	char *text;
 
-	if (node_open(p, err) < 0 || dsec_net_resolve(pol, &res, err) < 0 ||
+	if (node_open(p, err) < 0 || dsec_net_resolve(pol, &res, hosts, sizeof(hosts), err) < 0 ||
 	    (lock = net_lock(p, err)) < 0)
 		return dsec_err_wrap(err, "%s: net nat", sb->id);
 	if (!node_ready) {
@@ -780,7 +819,7 @@ made:
 	if (inside_config(nsfd, a, res.rate, err) < 0)
 		goto fail;
 	t[2] = dsec_now_us();
-	if (sandbox_rules(a, &res, err) < 0)
+	if (sandbox_rules(a, &res, err) < 0 || write_hosts(sb, hosts, err) < 0)
 		goto fail;
 	t[3] = dsec_now_us();
 	if (dsec_verbose > 1)

@@ -78,10 +78,12 @@ int dsec_net_policy_canon(const struct dsec_net_policy *pol, char *buf, size_t n
 /* The reverse of dsec_net_policy_canon (names stay unresolved). 0 or -1. */
 int dsec_net_policy_parse(const char *canon, struct dsec_net_policy *pol, struct dsec_err *err);
 
-/* Resolve the names of in into out (IPv4 addresses, each a /32 with the entry's port).
- * 0 or -1 (a name that does not resolve, too many entries). */
-int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *out,
-		     struct dsec_err *err);
+/* Resolve the names of in into out (IPv4 addresses, each a /32 with the entry's port). With
+ * hosts (may be NULL), also an /etc/hosts line "ADDR NAME" per name and address, into hosts
+ * (n bytes, NUL-terminated; lines that do not fit are left out). 0 or -1 (a name that does
+ * not resolve, too many entries). */
+int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *out, char *hosts,
+		     size_t n, struct dsec_err *err);
 
 /* The allow-list as JSON strings "a.b.c.d/p[:port]" (new reference). */
 json_t *dsec_net_policy_json(const struct dsec_net_policy *pol);

@@ -191,9 +191,22 @@ json_t *dsec_net_policy_json(const struct dsec_net_policy *pol)
 	return a;
 }
 
-int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *out,
-		     struct dsec_err *err)
+/* Does text hold line as a whole line? */
+static int has_line(const char *text, const char *line)
 {
+	for (const char *s = text; (s = strstr(s, line)); s++)
+		if (s == text || s[-1] == '\n')
+			return 1;
+	return 0;
+}
+
+int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *out, char *hosts,
+		     size_t n, struct dsec_err *err)
+{
+	size_t len = 0;
+
+	if (hosts && n)
+		hosts[0] = '\0';
 	memset(out, 0, sizeof(*out));
 	out->rate = in->rate;
 	for (unsigned i = 0; i < in->n; i++) {
@@ -215,6 +228,15 @@ int dsec_net_resolve(const struct dsec_net_policy *in, struct dsec_net_policy *o
 		for (r = res; r; r = r->ai_next) {
 			uint32_t ip = ntohl(((struct sockaddr_in *)r->ai_addr)->sin_addr.s_addr);
 			int dup = 0;
+			char line[DSEC_NET_NAME_MAX + 32];
+			int w = snprintf(line, sizeof(line), "%u.%u.%u.%u %s\n", ip >> 24,
+					 (ip >> 16) & 255, (ip >> 8) & 255, ip & 255, a->name);
+
+			/* a name with several ports gives its lines once */
+			if (hosts && w > 0 && len + (size_t)w < n && !has_line(hosts, line)) {
+				memcpy(hosts + len, line, (size_t)w + 1);
+				len += (size_t)w;
+			}
 
 			for (unsigned j = 0; j < out->n; j++)
 				dup |= out->allow[j].addr == ip && out->allow[j].prefix == 32 &&

@@ -151,6 +151,22 @@ host_untouched() {
 	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 2 ]
 }
 
+@test "net nat: names of the allow-list resolve inside, from the sandbox's /etc/hosts" {
+	nat_spawn --allow localhost:80 --allow 192.0.2.10:80
+	run dsec-exec "$ID" -- sh -c 'cat /etc/hosts; stat -c %u /etc/hosts; echo "10.1.2.3 mine" >>/etc/hosts && tail -n 1 /etc/hosts'
+	[ "$status" -eq 0 ]
+	# localhost first (the image's lines, or ours where it has no hosts file); one line per
+	# allowed name and address; still root's inside
+	[ "${lines[0]}" = "127.0.0.1 localhost" ]
+	[ "$(printf '%s\n' "${lines[@]}" | grep -c '^127.0.0.1 localhost$')" -eq 2 ]
+	[ "$(printf '%s\n' "${lines[@]}" | grep -c '192.0.2.10')" -eq 0 ]
+	[ "${lines[-2]}" = 0 ]
+	[ "${lines[-1]}" = "10.1.2.3 mine" ]
+	# the image's layer is untouched
+	id2=$(dsec-spawn --image busybox | jq -r .id)
+	[ "$(dsec-exec "$id2" -- sh -c 'cat /etc/hosts 2>/dev/null' | grep -c 'localhost\|mine')" -le 1 ]
+}
+
 @test "net nat: reap removes the sandbox's rules, veth and address; addresses are reused" {
 	export DSEC_NET_SUBNET=10.88.0.0/29 # .2 to .6
 	for _ in 1 2 3 4 5; do nat_spawn --allow 192.0.2.10:80 --bandwidth 10mbit; done

@@ -12,6 +12,7 @@
 #include "tap.h"
 
 static struct dsec_net_policy pol, res;
+static char hosts[1024];
 
 static int lease_count(const char *dir)
 {
@@ -74,12 +75,16 @@ int main(void)
 	memset(&pol, 0, sizeof(pol));
 	dsec_net_allow_parse("localhost:8080", &pol, &err);
 	dsec_net_allow_parse("198.51.100.0/24", &pol, &err);
-	rc = dsec_net_resolve(&pol, &res, &err);
-	ok(rc == 0 && res.n == 2 && res.allow[0].addr == 0x7f000001 && res.allow[0].port == 8080 &&
-	       res.allow[1].prefix == 24,
+	dsec_net_allow_parse("localhost:9090", &pol, &err);
+	rc = dsec_net_resolve(&pol, &res, hosts, sizeof(hosts), &err);
+	ok(rc == 0 && res.n == 3 && res.allow[0].addr == 0x7f000001 && res.allow[0].port == 8080 &&
+	       res.allow[1].prefix == 24 && res.allow[2].port == 9090,
 	   "resolve localhost and keep the prefix");
+	ok(!strcmp(hosts, "127.0.0.1 localhost\n"), "a hosts line per name and address, once: %s",
+	   hosts);
 	dsec_net_allow_parse("no-such-host.invalid", &pol, &err);
-	ok(dsec_net_resolve(&pol, &res, &err) < 0 && strstr(err.msg, "no-such-host.invalid"),
+	ok(dsec_net_resolve(&pol, &res, NULL, 0, &err) < 0 &&
+	       strstr(err.msg, "no-such-host.invalid"),
 	   "an unknown name fails: %s", err.msg);
 
 	/* rates: bits a second to bytes a second */
