@@ -56,13 +56,15 @@ sb_cgroup_parents() {
 
 # sb_run ID CMD...: run CMD inside sandbox ID (all its namespaces and its cgroups), from the
 # host, without dsec-exec: nsenter from util-linux, after moving itself into the cgroups.
+# With SB_TIMEOUT set, CMD is killed after that many seconds (timeout(1), exit 124).
 sb_run() {
 	local id=$1 pid cgs
 	shift
 	pid=$(sb_pid "$id")
 	cgs=$(sb_cgroups "$id" | tr '\n' ' ')
 	# shellcheck disable=SC2016
-	bash -c 'for c in $1; do echo $$ >"$c/cgroup.procs" || exit 125; done; shift 2
+	T=${SB_TIMEOUT:-} bash -c 'for c in $1; do echo $$ >"$c/cgroup.procs" || exit 125; done; shift 2
+		if [ -n "$T" ]; then exec timeout -s KILL "$T" nsenter -t "$0" -a -- "$@"; fi
 		exec nsenter -t "$0" -a -- "$@"' "$pid" "$cgs" x "$@"
 }
 
