@@ -294,3 +294,37 @@ EOF
 	man=$(grep '^\.It' "$TOP/man/dsec-spawn.1" | grep -oE 'Fl \\-[a-z-]+' | sed 's/Fl \\-/--/' | sort -u)
 	[ "$help" = "$man" ] || { diff <(echo "$help") <(echo "$man"); false; }
 }
+
+# Pids of dsec-spawn processes working for this test's run dir.
+spawners_of_run() {
+	local e p
+	for e in /proc/[0-9]*/environ; do
+		p=${e#/proc/}
+		p=${p%/environ}
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = dsec-spawn ] || continue
+		tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "DSEC_RUN=$DSEC_RUN" && echo "$p"
+	done
+	return 0
+}
+
+@test "spawn: -j makes N in worker processes; a kill -9 of dsec-spawn stops its workers too" {
+	run dsec-spawn --image busybox -n 8 -j 4
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r .id | sort -u | wc -l)" -eq 8 ]
+	[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -eq 8 ]
+	dsec-reap -q --all >/dev/null
+	dsec-spawn --image busybox -n 60 -j 4 >"$TESTDIR/out" 2>/dev/null &
+	pid=$!
+	sleep 0.5
+	kill -9 "$pid"
+	wait "$pid" || true
+	for _ in $(seq 50); do [ -z "$(spawners_of_run)" ] && break; sleep 0.1; done
+	[ -z "$(spawners_of_run)" ]
+	# what was handed out stays, the rest is --orphans' to take
+	dsec-reap --orphans >/dev/null
+	for d in "$DSEC_RUN"/sandboxes/*/; do
+		[ -d "$d" ] || continue
+		grep -q "\"$(basename "$d")\"" "$TESTDIR/out" || { echo "not handed out: $d"; return 1; }
+	done
+	[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -lt 60 ]
+}
