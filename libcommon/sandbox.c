@@ -327,13 +327,17 @@ void dsec_sandbox_free(struct dsec_sandbox *sb)
 	sb->env = sb->labels = NULL;
 }
 
-/* Field 22 (start time) of /proc/PID/stat and the state letter (field 3); 0 when gone. */
+/* Field 22 (start time) of /proc/PID/stat (pid 0: /proc/self/stat) and the state letter
+ * (field 3); 0 when gone. No allocation: the sandbox's first process calls it. */
 static unsigned long long proc_stat(pid_t pid, char *state)
 {
 	char path[64], buf[1024], *s;
 
 	*state = '?';
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/stat");
 	if (dsec_read_proc(path, buf, sizeof(buf)) < 0)
 		return 0;
 	/* the command name may hold spaces and parentheses: fields start after the last ')' */
@@ -472,6 +476,7 @@ struct child_arg {
 	const struct dsec_sandbox *sb;
 	int hfd;
 	int usock; /* user namespace: the holder's end of the handshake, passed as its fd 3 */
+	unsigned long long start; /* its start time (proc_stat), read by itself */
 	struct dsec_err err;
 };
 
@@ -492,6 +497,9 @@ static int child_main(void *argp)
 	 * CLONE_INTO_CGROUP would need a clone3 wrapper for a child on its own stack) */
 	if (dsec_cgroup_attach(a->sb, 0, err) < 0)
 		goto fail;
+	/* read here, not by the parent once clone returns: the holder's exec is still going on
+	 * then, and /proc/PID/stat waits for it */
+	a->start = dsec_proc_start_time(0);
 	/* the OOM killer should take the sandbox's processes, not the holder that owns it (needs
 	 * CAP_SYS_RESOURCE; without it the holder is merely the smallest process there) */
 	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -702,7 +710,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		goto fail;
 	}
 	sb->holder_pid = pid;
-	sb->holder_start = dsec_proc_start_time(pid);
+	sb->holder_start = arg.start ? arg.start : dsec_proc_start_time(pid);
 	sb->created_us = dsec_wall_us();
 	if (us[1] >= 0) {
 		close(us[1]);

@@ -162,7 +162,8 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb);
 /* Release what load or spawn allocated (env, labels). sb stays usable for its plain fields. */
 void dsec_sandbox_free(struct dsec_sandbox *sb);
 
-/* Start time (field 22 of /proc/PID/stat) of pid, or 0 when it does not exist. */
+/* Start time (field 22 of /proc/PID/stat) of pid (0: the caller, through /proc/self), or 0 when
+ * it does not exist. No allocation: safe in a vfork-style child. */
 unsigned long long dsec_proc_start_time(pid_t pid);
 
 /* A pidfd (O_CLOEXEC) for the holder, checked against pid reuse: the process must exist, not be

@@ -38,8 +38,18 @@ static long sys4(long n, long a, long b, long c, long d)
 	return ret;
 }
 
-__asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tand $-16,%rsp\n\tcall holder_main\n"
-	"\thlt\n");
+#define NR_munmap 11
+#define HOLDER_TRIM 1
+/* Where the start-up stack, vDSO and vvar lie: above everything the binary maps, up to the top of
+ * the 47-bit user address space (a kernel with 5-level paging still puts them there). */
+#define TRIM_TOP 0x7ffffffff000UL
+
+/* The holder runs on this stack (a page of .bss, next to its code), so that it can unmap the one
+ * the kernel gave it (see trim()). */
+char holder_stack[4096] __attribute__((aligned(4096), used));
+
+__asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n"
+	"\tlea holder_stack+4096(%rip),%rsp\n\tcall holder_main\n\thlt\n");
 
 #elif defined(DSEC_HOLDER_NOLIBC) && defined(__aarch64__)
 
@@ -104,6 +114,26 @@ int main(void)
 
 #endif
 
+#ifdef HOLDER_TRIM
+extern char _end[];
+
+/* Unmap the start-up stack (argv, environment, auxv: nothing the holder reads), the vDSO and
+ * vvar, all far above the binary. What an idle holder then costs in page tables is the tables
+ * that map its own three pages: the upper half's PUD, PMD and PTE pages go (12 KiB of its 24,
+ * besides the PGD), and its stack page with them. Best effort: on failure nothing changes. */
+static void trim(void)
+{
+	unsigned long lo = ((unsigned long)_end + 4095) & ~4095UL;
+
+	if (lo < TRIM_TOP)
+		sys4(NR_munmap, (long)lo, (long)(TRIM_TOP - lo), 0, 0);
+}
+#else
+static void trim(void)
+{
+}
+#endif
+
 #define SIG_BLOCK_ 0
 #define WNOHANG_ 1
 #define WALL_ 0x40000000
@@ -143,6 +173,7 @@ void holder_main(void)
 	 * into /proc/1/fd (also where root inside is host root, without a user namespace) */
 	sys4(NR_prctl, PR_SET_DUMPABLE_, 0, 0, 0);
 	enter_userns();
+	trim();
 
 	/* as pid 1 of its namespace it gets no signal from inside unless it has a handler; block
 	 * everything anyway, and take SIGCHLD synchronously */
