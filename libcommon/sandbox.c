@@ -311,9 +311,15 @@ int dsec_sandbox_save(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		dsec_err_sys(err, "%s: open state dir", sb->id);
 	} else {
 		size_t n = strlen(s);
+		struct stat st;
+		/* a pending sandbox stays pending: only dsec_sandbox_commit hands it out */
+		mode_t mode = fstatat(dfd, STATE_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				      (st.st_mode & 07777) == STATE_PENDING_MODE
+				  ? STATE_PENDING_MODE
+				  : STATE_MODE;
 
 		s[n] = '\n';
-		rc = dsec_write_atomic(dfd, STATE_FILE, s, n + 1, STATE_MODE, 0, err);
+		rc = dsec_write_atomic(dfd, STATE_FILE, s, n + 1, mode, 0, err);
 		close(dfd);
 	}
 	free(s);

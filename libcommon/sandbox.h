@@ -152,7 +152,8 @@ int dsec_sandbox_new_id(char *buf, struct dsec_err *err);
 int dsec_sandbox_load(const struct dsec_paths *p, const char *id, struct dsec_sandbox *sb,
 		      struct dsec_err *err);
 
-/* Write sb->dir/sandbox.json (tmp+rename), creating sb->dir. 0 or -1. */
+/* Write sb->dir/sandbox.json (tmp+rename), creating sb->dir; a pending state stays pending. 0
+ * or -1. */
 int dsec_sandbox_save(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		      struct dsec_err *err);
 
