@@ -21,12 +21,32 @@ dsec_teardown() {
 	if command -v dsec-reap >/dev/null && [ -d "$DSEC_RUN" ]; then
 		timeout 60 dsec-reap -q --all >/dev/null 2>&1 || true
 	fi
+	# the last reap removes the run dir's cgroup parent: a test that leaves it fails here
+	local leak="" d
+	if [ -z "${DSEC_CGROUP_PARENT:-}" ]; then
+		for d in /sys/fs/cgroup/*/"$(cgroup_parent_of "$DSEC_RUN")" /sys/fs/cgroup/"$(cgroup_parent_of "$DSEC_RUN")"; do
+			[ -d "$d" ] || continue
+			leak="$leak $d"
+			rmdir "$d" 2>/dev/null || true
+		done
+	fi
 	# unmount anything of ours still mounted under the test dir, deepest first
 	local m
 	while read -r m; do
 		umount -l "$m" 2>/dev/null || true
 	done < <(awk -v d="$TESTDIR" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
 	rm -rf "$TESTDIR"
+	[ -z "$leak" ] || { echo "teardown: cgroup parent left behind:$leak" >&2; return 1; }
+}
+
+# The cgroup parent dsec uses for a run dir (cgroup.c: FNV-1a of the path).
+cgroup_parent_of() {
+	local s=$1 h=2166136261 i c
+	for ((i = 0; i < ${#s}; i++)); do
+		printf -v c '%d' "'${s:i:1}"
+		h=$(((h ^ c) * 16777619 & 0xffffffff))
+	done
+	printf 'dsec-%08x\n' "$h"
 }
 
 setup() { dsec_setup; }
