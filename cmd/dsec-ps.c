@@ -162,6 +162,12 @@ static int list_one(const char *id, void *ctx)
 		}
 		return 0;
 	}
+	/* a state whose id is not its dir's is a sandbox a reset replaced (dsec_sandbox_reset),
+	 * on its way out under the pool sandbox's dir: the id belongs to its successor */
+	if (strcmp(sb.id, id) != 0) {
+		dsec_sandbox_free(&sb);
+		return 0;
+	}
 	emit(record(&sb));
 	dsec_sandbox_free(&sb);
 	return out_gone ? -1 : 0;

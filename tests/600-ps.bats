@@ -65,6 +65,17 @@ setup() {
 	json_has "$(records | sed -n 2p)" '.error.msg | contains("no such sandbox")'
 }
 
+@test "ps: a sandbox a reset is replacing shows once, as its successor" {
+	spawn_one
+	# mid-reset (dsec_sandbox_reset): the replaced sandbox's state, still naming the id, sits
+	# in the dir of the pool sandbox that takes the id over
+	cp -a "$DSEC_RUN/sandboxes/$ID" "$DSEC_RUN/sandboxes/sb-0123456789ab"
+	run dsec-ps
+	rm -rf "$DSEC_RUN/sandboxes/sb-0123456789ab"
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r .id)" = "$ID" ]
+}
+
 @test "ps: many sandboxes, one line each" {
 	run dsec-spawn --image busybox -n 6
 	[ "$status" -eq 0 ]
