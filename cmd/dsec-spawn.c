@@ -405,7 +405,8 @@ again:
 		return -1;
 	}
 	json_decref(rec);
-	if (dsec_sandbox_commit(&sb, &err) < 0)
+	/* a pipeline may already have run and reaped it: gone is handed out too */
+	if (dsec_sandbox_commit(&sb, &err) < 0 && err.errnum != ENOENT)
 		dsec_err_print(&err);
 	if (warm == 1)
 		dsec_sandbox_free(&sb);
