@@ -1,7 +1,9 @@
 #include "ns.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/nsfs.h>
 #include <net/if.h>
 #include <sched.h>
@@ -581,6 +583,67 @@ static int attach(int fd, const char *path, struct dsec_err *err)
 	return 0;
 }
 
+/* Hide dir PATH of proc or sysfs under the empty mask dir: the first one by attaching the
+ * detached copy MASK, the others as binds of that first one, named in MASKED. Nothing in
+ * the sandbox can have planted a symlink in proc or sysfs. */
+static int mask_dir(int mask, const char *path, char masked[PATH_MAX], struct dsec_err *err)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	if (!masked[0]) {
+		if (attach(mask, path, err) < 0)
+			return -1;
+		snprintf(masked, PATH_MAX, "%s", path);
+		return 0;
+	}
+	if (mount(masked, path, NULL, MS_BIND, NULL) < 0)
+		return dsec_err_sys(err, "mask '%s'", path);
+	return 0;
+}
+
+/* Hide the host's network interfaces in sysfs: the net dir of every device /sys/class/net
+ * names (links like ../../devices/pci0000:00/…/virtio0/net/eth0), once each, then the class
+ * dir itself. */
+static int mask_net(int mask, char masked[PATH_MAX], struct dsec_err *err)
+{
+	static const char pre[] = "../../devices/";
+	char link[PATH_MAX], target[PATH_MAX], dir[PATH_MAX];
+	struct stat st, mst;
+	struct dirent *e;
+	DIR *d = opendir("/sys/class/net");
+	int rc = 0;
+
+	if (!d)
+		return 0;
+	while (rc == 0 && (e = readdir(d))) {
+		ssize_t n;
+		char *slash;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "/sys/class/net/%s", e->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		slash = strrchr(target, '/');
+		if (strncmp(target, pre, sizeof(pre) - 1) || !slash ||
+		    strstr(target + sizeof(pre) - 1, ".."))
+			continue;
+		*slash = '\0';
+		snprintf(dir, sizeof(dir), "/sys/%s", target + 6);
+		/* already hidden: the dir is the mask's (each virtual interface shares one) */
+		if (masked[0] && stat(dir, &st) == 0 && stat(masked, &mst) == 0 &&
+		    st.st_dev == mst.st_dev)
+			continue;
+		rc = mask_dir(mask, dir, masked, err);
+	}
+	closedir(d);
+	return rc < 0 ? -1 : mask_dir(mask, "/sys/class/net", masked, err);
+}
+
 static int ping_group(const struct dsec_idmap *m, struct dsec_err *err)
 {
 	int fd = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -612,7 +675,7 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 {
 	char opts[160];
 	uint64_t inodes = spec->disk / 4096;
-	const char *masked = NULL;
+	char masked[PATH_MAX] = "";
 	int sysfd, tmpfs, mask;
 
 	if (inodes < 16384)
@@ -677,20 +740,14 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	for (size_t i = 0; i < NELEM(proc_null); i++)
 		if (mount("/dev/null", proc_null[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
 			return dsec_err_sys(err, "mask '%s'", proc_null[i]);
-	for (size_t i = 0; i < NELEM(dir_mask); i++) {
-		struct stat st;
-
-		/* proc and sysfs: nothing in the sandbox can have planted a symlink there */
-		if (lstat(dir_mask[i], &st) < 0 && errno == ENOENT)
-			continue;
-		if (!masked) {
-			if (attach(mask, dir_mask[i], err) < 0)
-				return -1;
-			masked = dir_mask[i];
-		} else if (mount(masked, dir_mask[i], NULL, MS_BIND, NULL) < 0) {
-			return dsec_err_sys(err, "mask '%s'", dir_mask[i]);
-		}
-	}
+	for (size_t i = 0; i < NELEM(dir_mask); i++)
+		if (mask_dir(mask, dir_mask[i], masked, err) < 0)
+			return -1;
+	/* own network namespace: the host's sysfs would still name the host's interfaces and
+	 * their addresses (a sysfs of its own would show only the sandbox's, at ~0.3 ms more
+	 * per spawn and per reap) */
+	if (spec->loopback && mask_net(mask, masked, err) < 0)
+		return -1;
 	close(mask);
 	/* ping without CAP_NET_RAW (which no sandbox gets): ICMP datagram sockets for the
 	 * sandbox's own gids, in its own network namespace, before /proc/sys turns read-only */

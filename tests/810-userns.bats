@@ -118,6 +118,22 @@ MASKED="kcore keys key-users timer_list sched_debug kpagecgroup kpageflags kpage
 	[ -n "$(ls -A /sys/firmware)" ]
 }
 
+@test "sys: a sandbox with its own network names none of the host's interfaces; --net host does" {
+	# control: the host has interfaces, in the class dir and under their devices
+	[ -n "$(ls -A /sys/class/net)" ]
+	[ -n "$(find /sys/devices -path '*/net/*' -name address 2>/dev/null | head -n 1)" ]
+	spawn_one
+	run sb_run "$ID" sh -c 'ls -A /sys/class/net /sys/devices/virtual/net; find /sys/devices -path "*/net/*" -name address 2>/dev/null; cat /sys/class/net/*/address 2>/dev/null; echo end'
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$output" | grep -v -e '^/sys/.*:$' -e '^$')" = end ] || { echo "$output"; return 1; }
+	run dsec-spawn --image busybox --net host
+	[ "$status" -eq 0 ]
+	id=$(records | jq -r .id)
+	run sb_run "$id" ls -A /sys/class/net
+	[ "$status" -eq 0 ]
+	[ "$(echo $output)" = "$(echo $(ls -A /sys/class/net))" ]
+}
+
 @test "proc and sys: /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus and /sys are read-only" {
 	spawn_one
 	holder=$(sb_pid "$ID")
