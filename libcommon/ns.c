@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/nsfs.h>
 #include <net/if.h>
 #include <sched.h>
@@ -77,6 +76,63 @@ static ssize_t read_full(int fd, void *buf, size_t n)
 	return r;
 }
 
+/* The template's id mapping. Its name changes with what a template holds, so that one made
+ * by an older dsec (without /n, say) is not current and gets replaced. */
+#define IDMAP_FILE "idmap-n"
+
+/* In the template: hide the host's network interfaces in sysfs copy ROOT under the mask dir
+ * /m: the net dir of every device ROOT/class/net names (links like
+ * ../../devices/pci0000:00/…/virtio0/net/eth0), once each, then the class dir itself. Once
+ * per template, not per sandbox: a host (or a node of --net nat sandboxes) can have
+ * thousands of interfaces, nearly all under the one devices/virtual/net. */
+static int hide_net(const char *root, struct dsec_err *err)
+{
+	static const char pre[] = "../../devices/";
+	char path[PATH_MAX], target[PATH_MAX];
+	struct stat st, mst;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/class/net", root);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : dsec_err_sys(err, "open '%s'", path);
+	if (stat("/m", &mst) < 0) {
+		closedir(d);
+		return dsec_err_sys(err, "stat mask dir");
+	}
+	while ((e = readdir(d))) {
+		char *slash;
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/class/net/%s", root, e->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		slash = strrchr(target, '/');
+		if (strncmp(target, pre, sizeof(pre) - 1) || strstr(target + sizeof(pre) - 1, ".."))
+			continue;
+		*slash = '\0';
+		snprintf(path, sizeof(path), "%s/%s", root, target + 6);
+		/* already hidden: the dir is the mask's (each virtual interface shares one) */
+		if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_dev == mst.st_dev)
+			continue;
+		if (mount("/m", path, NULL, MS_BIND, NULL) < 0) {
+			dsec_err_sys(err, "hide '%s'", path);
+			closedir(d);
+			return -1;
+		}
+	}
+	closedir(d);
+	snprintf(path, sizeof(path), "%s/class/net", root);
+	if (mount("/m", path, NULL, MS_BIND, NULL) < 0)
+		return dsec_err_sys(err, "hide '%s'", path);
+	return 0;
+}
+
 /* The child that makes the template: a copy of our mount namespace, a tmpfs pivoted to its root,
  * everything of the host detached. One pivot_root per run dir, not per sandbox. */
 static void template_child(const char *tdir, int sync)
@@ -115,6 +171,17 @@ static void template_child(const char *tdir, int sync)
 		dsec_err_sys(&err, "make mask dir in template");
 		goto fail;
 	}
+	/* /n: the same sysfs for sandboxes with a network namespace of their own, without the
+	 * host's interface names and addresses (a sysfs of their own would show only theirs, but
+	 * cost ~0.3 ms more per spawn and per reap) */
+	if (mkdir("/n", 0755) < 0 || mount("/old/sys", "/n", NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, "/n", NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+		dsec_err_sys(&err, "bind sysfs into template");
+		goto fail;
+	}
+	if (hide_net("/n", &err) < 0)
+		goto fail;
 	if (umount2("/old", MNT_DETACH) < 0 || rmdir("/old") < 0) {
 		dsec_err_sys(&err, "detach host mounts");
 		goto fail;
@@ -146,7 +213,8 @@ static int write_idmap(const struct dsec_paths *p, struct dsec_err *err)
 		return dsec_err_wrap(err, "user namespace id range");
 	template_dir(p, file, NULL);
 	n = snprintf(buf, sizeof(buf), "%u %u %u\n", (unsigned)m.uid, (unsigned)m.gid, m.count);
-	return dsec_write_atomic(AT_FDCWD, strcat(file, "/userns"), buf, (size_t)n, 0600, 0, err);
+	return dsec_write_atomic(AT_FDCWD, strcat(file, "/" IDMAP_FILE), buf, (size_t)n, 0600, 0,
+				 err);
 }
 
 int dsec_template_idmap(const struct dsec_paths *p, struct dsec_idmap *m, struct dsec_err *err)
@@ -154,7 +222,7 @@ int dsec_template_idmap(const struct dsec_paths *p, struct dsec_idmap *m, struct
 	char file[PATH_MAX], *s = NULL;
 	unsigned u, g, c;
 
-	template_dir(p, file, "userns");
+	template_dir(p, file, IDMAP_FILE);
 	if (dsec_read_file(AT_FDCWD, file, 64, &s, err) < 0)
 		return -1;
 	if (sscanf(s, "%u %u %u", &u, &g, &c) != 3 || (c && (!u || !g))) {
@@ -224,13 +292,14 @@ out:
 	return rc;
 }
 
-/* Made by this dsec (it records its id mapping), not an older one without /s, /m and idmaps?
+/* Made by this dsec (its id mapping under this dsec's IDMAP_FILE), not an older one without
+ * /s, /m, /n or idmaps?
  * Live sandboxes of an older template keep their copy when it is replaced. */
 static int current(const struct dsec_paths *p)
 {
 	char file[PATH_MAX];
 
-	template_dir(p, file, "userns");
+	template_dir(p, file, IDMAP_FILE);
 	return access(file, F_OK) == 0;
 }
 
@@ -583,67 +652,6 @@ static int attach(int fd, const char *path, struct dsec_err *err)
 	return 0;
 }
 
-/* Hide dir PATH of proc or sysfs under the empty mask dir: the first one by attaching the
- * detached copy MASK, the others as binds of that first one, named in MASKED. Nothing in
- * the sandbox can have planted a symlink in proc or sysfs. */
-static int mask_dir(int mask, const char *path, char masked[PATH_MAX], struct dsec_err *err)
-{
-	struct stat st;
-
-	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	if (!masked[0]) {
-		if (attach(mask, path, err) < 0)
-			return -1;
-		snprintf(masked, PATH_MAX, "%s", path);
-		return 0;
-	}
-	if (mount(masked, path, NULL, MS_BIND, NULL) < 0)
-		return dsec_err_sys(err, "mask '%s'", path);
-	return 0;
-}
-
-/* Hide the host's network interfaces in sysfs: the net dir of every device /sys/class/net
- * names (links like ../../devices/pci0000:00/…/virtio0/net/eth0), once each, then the class
- * dir itself. */
-static int mask_net(int mask, char masked[PATH_MAX], struct dsec_err *err)
-{
-	static const char pre[] = "../../devices/";
-	char link[PATH_MAX], target[PATH_MAX], dir[PATH_MAX];
-	struct stat st, mst;
-	struct dirent *e;
-	DIR *d = opendir("/sys/class/net");
-	int rc = 0;
-
-	if (!d)
-		return 0;
-	while (rc == 0 && (e = readdir(d))) {
-		ssize_t n;
-		char *slash;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(link, sizeof(link), "/sys/class/net/%s", e->d_name);
-		n = readlink(link, target, sizeof(target) - 1);
-		if (n <= 0)
-			continue;
-		target[n] = '\0';
-		slash = strrchr(target, '/');
-		if (strncmp(target, pre, sizeof(pre) - 1) || !slash ||
-		    strstr(target + sizeof(pre) - 1, ".."))
-			continue;
-		*slash = '\0';
-		snprintf(dir, sizeof(dir), "/sys/%s", target + 6);
-		/* already hidden: the dir is the mask's (each virtual interface shares one) */
-		if (masked[0] && stat(dir, &st) == 0 && stat(masked, &mst) == 0 &&
-		    st.st_dev == mst.st_dev)
-			continue;
-		rc = mask_dir(mask, dir, masked, err);
-	}
-	closedir(d);
-	return rc < 0 ? -1 : mask_dir(mask, "/sys/class/net", masked, err);
-}
-
 static int ping_group(const struct dsec_idmap *m, struct dsec_err *err)
 {
 	int fd = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -675,7 +683,7 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 {
 	char opts[160];
 	uint64_t inodes = spec->disk / 4096;
-	char masked[PATH_MAX] = "";
+	const char *masked = NULL;
 	int sysfd, tmpfs, mask;
 
 	if (inodes < 16384)
@@ -715,7 +723,8 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	 * of the mask dir only: a detached tree closed unattached (its target missing on this
 	 * kernel) is dissolved, and that waits for an expedited RCU grace period (namespace_unlock:
 	 * ~0.3 ms each here); the other masks are bind mounts of the first. */
-	sysfd = open_tree(AT_FDCWD, "/s", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	sysfd = open_tree(AT_FDCWD, spec->loopback ? "/n" : "/s",
+			  OPEN_TREE_CLONE | AT_RECURSIVE | OPEN_TREE_CLOEXEC);
 	if (sysfd < 0)
 		return dsec_err_sys(err, "clone template sysfs");
 	mask = open_tree(AT_FDCWD, "/m", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
@@ -740,14 +749,20 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	for (size_t i = 0; i < NELEM(proc_null); i++)
 		if (mount("/dev/null", proc_null[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
 			return dsec_err_sys(err, "mask '%s'", proc_null[i]);
-	for (size_t i = 0; i < NELEM(dir_mask); i++)
-		if (mask_dir(mask, dir_mask[i], masked, err) < 0)
-			return -1;
-	/* own network namespace: the host's sysfs would still name the host's interfaces and
-	 * their addresses (a sysfs of its own would show only the sandbox's, at ~0.3 ms more
-	 * per spawn and per reap) */
-	if (spec->loopback && mask_net(mask, masked, err) < 0)
-		return -1;
+	for (size_t i = 0; i < NELEM(dir_mask); i++) {
+		struct stat st;
+
+		/* proc and sysfs: nothing in the sandbox can have planted a symlink there */
+		if (lstat(dir_mask[i], &st) < 0 && errno == ENOENT)
+			continue;
+		if (!masked) {
+			if (attach(mask, dir_mask[i], err) < 0)
+				return -1;
+			masked = dir_mask[i];
+		} else if (mount(masked, dir_mask[i], NULL, MS_BIND, NULL) < 0) {
+			return dsec_err_sys(err, "mask '%s'", dir_mask[i]);
+		}
+	}
 	close(mask);
 	/* ping without CAP_NET_RAW (which no sandbox gets): ICMP datagram sockets for the
 	 * sandbox's own gids, in its own network namespace, before /proc/sys turns read-only */
