@@ -537,11 +537,15 @@ static int resize_main(struct dsec_cli *cli, const struct dsec_res *opt, unsigne
 				dsec_err_print(&err);
 				failed = 1;
 				rec = dsec_jsonl_error_record(&err, "dsec-spawn");
+			} else if (!json_is_string(id = json_object_get(rec, "id")) &&
+				   !json_object_get(rec, "error")) {
+				dsec_err_set(&err, EINVAL, "<stdin>:%lu: record without an \"id\"",
+					     rd.line);
+				dsec_err_print(&err);
+				failed = 1;
+				dsec_jsonl_set_error(rec, &err, "dsec-spawn");
 			} else if (!json_object_get(rec, "error")) {
-				id = json_object_get(rec, "id");
-				r = resize_one(&paths,
-					       json_is_string(id) ? json_string_value(id) : "", rec,
-					       opt, set);
+				r = resize_one(&paths, json_string_value(id), rec, opt, set);
 				failed |= r > 0;
 				json_decref(rec);
 				continue;

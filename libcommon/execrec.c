@@ -467,7 +467,7 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 	j->rec = rec;
 	j->seq = seq;
 	if (!json_is_string(id)) {
-		dsec_err_set(&e, EINVAL, "record has no \"id\" string");
+		dsec_err_set(&e, EINVAL, "<stdin>:%lu: record without an \"id\"", L->lineno);
 		goto bad;
 	}
 	j->cmd = command_of(L, rec, &e);

@@ -13,6 +13,7 @@ readers() {
 args_for() { # what each reader needs besides its records
 	case "$1" in
 	dsec-exec) echo "-- /bin/true" ;;
+	"dsec-spawn --resize") echo "--memory 64M" ;;
 	*) echo "" ;;
 	esac
 }
@@ -36,6 +37,22 @@ args_for() { # what each reader needs besides its records
 			echo "$t: records lack an error: $output"
 			return 1
 		}
+	done
+}
+
+@test "a record without an id string: an error record naming its line, the rest goes on, exit 1" {
+	[ -n "$(readers)" ] || skip "no record-reading tool built yet"
+	local t
+	for t in $(readers) "dsec-spawn --resize"; do
+		# shellcheck disable=SC2046
+		run bash -c "printf '%s\n' '{\"id\":5,\"task\":1}' '' '{\"task\":2}' '{\"id\":\"sb-none3\",\"task\":3}' | $t $(args_for "$t") 2>$TESTDIR/err"
+		[ "$status" -eq 1 ] || { echo "$t: status $status"; return 1; }
+		[ "$(records | jq -s -r 'map(.task) | join(",")')" = "1,2,3" ] || { echo "$t: $output"; return 1; }
+		[ "$(records | jq -s -r 'map(.error.msg | capture("<stdin>:(?<n>[0-9]+):").n // "-") | join(",")')" = "1,3,-" ] || {
+			echo "$t: the error records do not name lines 1 and 3: $output"
+			return 1
+		}
+		grep -q '<stdin>:3: record without an "id"' "$TESTDIR/err" || { echo "$t: no diagnostic"; cat "$TESTDIR/err"; return 1; }
 	done
 }
 

@@ -125,7 +125,7 @@ setup() {
 
 @test "mkimage debian: base + python3 layers, images debian and py (DSEC_TEST_DEBIAN=1)" {
 	[ "${DSEC_TEST_DEBIAN:-}" = 1 ] ||
-		skip "downloads about 65 MB and takes 2-4 minutes the first time (cached after): set DSEC_TEST_DEBIAN=1"
+		skip "downloads about 90 MB and takes 2-4 minutes the first time (cached after): set DSEC_TEST_DEBIAN=1"
 	need_layer
 	run --separate-stderr "$MKIMAGE" debian
 	[ "$status" -eq 0 ]
@@ -157,6 +157,16 @@ setup() {
 		run --separate-stderr bash -c 'dsec-spawn --image py | dsec-exec -- python3 -c "print(6 * 7)" | dsec-reap'
 		[ "$status" -eq 0 ]
 		json_is "${lines[0]}" .exec.stdout 42
+		# what a Python task expects: pytest, a venv with pip, git
+		local sh='cd /tmp && printf "def test_a():\n    assert 1 + 1 == 2\n" >test_a.py &&
+			python3 -m pytest -q test_a.py | tail -n 1 && python3 -m venv v && v/bin/pip --version &&
+			git init -q r && git -C r rev-parse --is-inside-work-tree'
+		run --separate-stderr bash -c "dsec-spawn --image py | dsec-exec -- sh -c '$sh' | dsec-reap"
+		[ "$status" -eq 0 ]
+		json_is "${lines[0]}" .exec.exit 0
+		json_has "${lines[0]}" '.exec.stdout | test("1 passed")'
+		json_has "${lines[0]}" '.exec.stdout | test("pip [0-9]")'
+		json_has "${lines[0]}" '.exec.stdout | test("true")'
 	fi
 	no_leftovers
 }
