@@ -172,10 +172,11 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 	json_object_set_new(o, "cgroup", cg);
 	json_object_set_new(o, "net", json_string(dsec_net_mode_name(sb->net)));
 	if (sb->userns)
-		json_object_set_new(o, "userns",
-				    json_pack("{s:I, s:I, s:I}", "uid", (json_int_t)sb->uid_base,
-					      "gid", (json_int_t)sb->gid_base, "count",
-					      (json_int_t)sb->id_count));
+		json_object_set_new(
+		    o, "userns",
+		    json_pack("{s:I, s:I, s:I, s:I}", "uid", (json_int_t)sb->uid_base, "gid",
+			      (json_int_t)sb->gid_base, "count", (json_int_t)sb->id_count, "owner",
+			      (json_int_t)sb->owner));
 	else
 		json_object_set_new(o, "userns", json_null());
 	dsec_res_to_json(sb, o);
@@ -250,6 +251,7 @@ static int from_json(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 		sb->uid_base = (uid_t)json_integer_value(json_object_get(v, "uid"));
 		sb->gid_base = (gid_t)json_integer_value(json_object_get(v, "gid"));
 		sb->id_count = (unsigned)json_integer_value(json_object_get(v, "count"));
+		sb->owner = (uid_t)json_integer_value(json_object_get(v, "owner"));
 	}
 	dsec_res_from_json(o, sb);
 	return 0;
@@ -482,6 +484,9 @@ struct child_arg {
 	const struct dsec_sandbox *sb;
 	int hfd;
 	int usock; /* user namespace: the holder's end of the handshake, passed as its fd 3 */
+	unsigned long owner_base; /* user namespace: first uid of dsec's owners, 0 none */
+	unsigned long owner;      /* the uid chosen: owner_base + its host pid, 0 none */
+	char owner_arg[24];       /* the same, as the holder's argv[2] */
 	unsigned long long start; /* its start time (proc_stat), read by itself */
 	struct dsec_err err;
 };
@@ -494,11 +499,28 @@ static int child_main(void *argp)
 {
 	struct child_arg *a = argp;
 	struct dsec_err *err = &a->err;
-	char *const argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL};
+	char *argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL, NULL};
 	char *const envp[] = {NULL};
 	int fd, tmpfs, usock, hfd;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* the owner of its user namespace (holder.c): one uid per live holder, by its host pid,
+	 * which /proc/self names (we are pid 1 of our own namespace by now) */
+	if (a->owner_base) {
+		char self[24];
+		ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+		unsigned long pid = 0;
+
+		for (ssize_t i = 0; i < n && self[i] >= '0' && self[i] <= '9'; i++)
+			pid = pid * 10 + (unsigned long)(self[i] - '0');
+		if (pid == 0 || pid >= DSEC_OWNER_COUNT) {
+			dsec_err_set(err, EIO, "host pid of the holder: readlink /proc/self");
+			goto fail;
+		}
+		a->owner = a->owner_base + pid;
+		snprintf(a->owner_arg, sizeof(a->owner_arg), "%lu", a->owner);
+		argv[2] = a->owner_arg;
+	}
 	/* before anything else, so that its cgroup namespace is rooted there (v2 as v1: clone3's
 	 * CLONE_INTO_CGROUP would need a clone3 wrapper for a child on its own stack) */
 	if (dsec_cgroup_attach(a->sb, 0, err) < 0)
@@ -638,6 +660,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	static struct dsec_rootfs_spec spec;
 	static struct child_arg arg;
 	static struct dsec_idmap map;
+	static unsigned long owner_base;
 	static int have_map;
 	uint64_t t0 = dsec_now_us(), t[8] = {0};
 	int pidfd = -1, hfd, flags, us[2] = {-1, -1}, published = 0;
@@ -665,7 +688,8 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	if (dsec_template_layers(p, cached_template, &cached_img, err) < 0)
 		return -1;
 	if (!have_map) {
-		if (dsec_template_idmap(p, &map, err) < 0)
+		if (dsec_template_idmap(p, &map, err) < 0 ||
+		    (map.count && dsec_userns_owners(&owner_base, err) < 0))
 			return -1;
 		have_map = 1;
 	}
@@ -698,6 +722,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 			goto fail;
 		}
 		arg.usock = us[1];
+		arg.owner_base = owner_base;
 	}
 	flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD |
 		SIGCHLD;
@@ -716,6 +741,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		goto fail;
 	}
 	sb->holder_pid = pid;
+	sb->owner = (uid_t)arg.owner;
 	sb->holder_start = arg.start ? arg.start : dsec_proc_start_time(pid);
 	sb->created_us = dsec_wall_us();
 	if (us[1] >= 0) {

@@ -28,7 +28,8 @@
  *         or {"version":1,"paths":{"memory":"…","cpu":"…","cpuacct":"…","pids":"…",
  *                                  "freezer":"…"}}   (only the controllers present)
  *    "net":"none"|"host"|"nat",                    nat: net.h (its address: net-addr)
- *    "userns":null | {"uid":U,"gid":G,"count":N}}  host ids that root inside maps to
+ *    "userns":null | {"uid":U,"gid":G,"count":N,   host ids that root inside maps to,
+ *                     "owner":O}}                   and the namespace's owner (userns.h)
  *
  * Entering a sandbox (what dsec-exec does): pidfd = dsec_sandbox_pidfd(); then
  * setns(pidfd, dsec_sandbox_nsflags(sb)) joins every namespace of the holder at once (the kernel
@@ -127,6 +128,7 @@ struct dsec_sandbox {
 	uid_t uid_base; /* host uid of root inside (userns only) */
 	gid_t gid_base;
 	unsigned id_count;
+	uid_t owner;              /* host uid owning its user namespace (userns.h), 0: host root */
 	char dir[PATH_MAX];       /* $DSEC_RUN/sandboxes/<id> */
 	struct dsec_requests req; /* resource.h; in the state as "requests" */
 	enum dsec_class cls;      /* in the state as "class" */

@@ -105,12 +105,37 @@ static int append_line(const char *path, const char *old, const char *line, stru
 	return 0;
 }
 
+/* One writer of the subid files at a time: the lock is the uid file itself, never replaced.
+ * Returns the fd holding it, or -1. */
+static int lock_subid(const char *uf, struct dsec_err *err)
+{
+	int fd = open(uf, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+
+	if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+		dsec_err_sys(err, "lock '%s'", uf);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Append the entry "name:start:count" to the subid file at path, whose contents are old. */
+static int append_entry(const char *path, const char *old, const char *name, unsigned long start,
+			unsigned long count, struct dsec_err *err)
+{
+	char line[96];
+
+	snprintf(line, sizeof(line), "%s:%lu:%lu", name, start, count);
+	return append_line(path, old, line, err);
+}
+
 int dsec_userns_range(struct dsec_idmap *m, struct dsec_err *err)
 {
 	const char *uf = subid_file("DSEC_SUBUID_FILE", "/etc/subuid");
 	const char *gf = subid_file("DSEC_SUBGID_FILE", "/etc/subgid");
 	unsigned long us, uc, gs, gc, s;
-	char *u = NULL, *g = NULL, line[64];
+	char *u = NULL, *g = NULL;
 	int lfd = -1, rc = -1;
 
 	for (int locked = 0;; locked = 1) {
@@ -124,12 +149,8 @@ int dsec_userns_range(struct dsec_idmap *m, struct dsec_err *err)
 			break;
 		if (locked)
 			break;
-		/* one writer at a time: the lock is the uid file itself, never replaced */
-		lfd = open(uf, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-		if (lfd < 0 || flock(lfd, LOCK_EX) < 0) {
-			dsec_err_sys(err, "lock '%s'", uf);
+		if ((lfd = lock_subid(uf, err)) < 0)
 			goto out;
-		}
 	}
 	if (dsec_subid_find(u, DSEC_SUBID_NAME, &us, &uc) < 0) {
 		s = dsec_subid_free(u, g, DSEC_SUBID_MIN, DSEC_SUBID_COUNT);
@@ -138,8 +159,7 @@ int dsec_userns_range(struct dsec_idmap *m, struct dsec_err *err)
 				     DSEC_SUBID_COUNT, uf, gf);
 			goto out;
 		}
-		snprintf(line, sizeof(line), "%s:%lu:%u", DSEC_SUBID_NAME, s, DSEC_SUBID_COUNT);
-		if (append_line(uf, u, line, err) < 0)
+		if (append_entry(uf, u, DSEC_SUBID_NAME, s, DSEC_SUBID_COUNT, err) < 0)
 			goto out;
 		us = s;
 		uc = DSEC_SUBID_COUNT;
@@ -150,8 +170,7 @@ int dsec_userns_range(struct dsec_idmap *m, struct dsec_err *err)
 			dsec_err_set(err, ENOSPC, "no free range of %lu ids in '%s'", uc, gf);
 			goto out;
 		}
-		snprintf(line, sizeof(line), "%s:%lu:%lu", DSEC_SUBID_NAME, s, uc);
-		if (append_line(gf, g, line, err) < 0)
+		if (append_entry(gf, g, DSEC_SUBID_NAME, s, uc, err) < 0)
 			goto out;
 		gs = s;
 		gc = uc;
@@ -164,6 +183,53 @@ int dsec_userns_range(struct dsec_idmap *m, struct dsec_err *err)
 	m->uid = (uid_t)us;
 	m->gid = (gid_t)gs;
 	m->count = (unsigned)(uc < gc ? uc : gc);
+	rc = 0;
+out:
+	if (lfd >= 0)
+		close(lfd);
+	free(u);
+	free(g);
+	return rc;
+}
+
+int dsec_userns_owners(unsigned long *base, struct dsec_err *err)
+{
+	const char *uf = subid_file("DSEC_SUBUID_FILE", "/etc/subuid");
+	const char *gf = subid_file("DSEC_SUBGID_FILE", "/etc/subgid");
+	unsigned long start, count;
+	char *u = NULL, *g = NULL;
+	int lfd = -1, rc = -1;
+
+	for (int locked = 0;; locked = 1) {
+		free(u);
+		if (!(u = read_subid(uf, err)))
+			goto out;
+		if (dsec_subid_find(u, DSEC_OWNER_NAME, &start, &count) == 0) {
+			if (count < DSEC_OWNER_COUNT || start == 0) {
+				dsec_err_set(err, EINVAL, "'%s' entry in '%s': fewer than %lu ids",
+					     DSEC_OWNER_NAME, uf, DSEC_OWNER_COUNT);
+				goto out;
+			}
+			*base = start;
+			rc = 0;
+			goto out;
+		}
+		if (locked)
+			break;
+		if ((lfd = lock_subid(uf, err)) < 0)
+			goto out;
+	}
+	/* clear of every block either file names, so no one's subordinate ids are owners */
+	if (!(g = read_subid(gf, err)))
+		goto out;
+	start = dsec_subid_free(u, g, DSEC_SUBID_MIN, DSEC_OWNER_COUNT);
+	if (!start) {
+		dsec_err_set(err, ENOSPC, "no free block of %lu ids in '%s'", DSEC_OWNER_COUNT, uf);
+		goto out;
+	}
+	if (append_entry(uf, u, DSEC_OWNER_NAME, start, DSEC_OWNER_COUNT, err) < 0)
+		goto out;
+	*base = start;
 	rc = 0;
 out:
 	if (lfd >= 0)

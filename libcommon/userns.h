@@ -35,6 +35,18 @@ unsigned long dsec_subid_free(const char *a, const char *b, unsigned long min, u
 /* Look up name's entry in a subid file's contents: 0 with *start and *count set, -1 if none. */
 int dsec_subid_find(const char *text, const char *name, unsigned long *start, unsigned long *count);
 
+/* The owners of the sandboxes' user namespaces: one host uid per live sandbox, base + the
+ * holder's host pid, from a block of DSEC_OWNER_COUNT uids (one per possible pid) named
+ * "dsec-owner" in /etc/subuid, made on first use like dsec's range. No process runs as these
+ * uids; a namespace owned by one of them has the kernel count per owner what it limits per
+ * user (holder.c), so a sandbox cannot use up another's share, or host root's. */
+#define DSEC_OWNER_NAME "dsec-owner"
+#define DSEC_OWNER_COUNT 4194304UL /* PID_MAX_LIMIT on 64-bit */
+
+/* The first uid of the "dsec-owner" block ($DSEC_SUBUID_FILE for tests), appending the entry
+ * when missing. 0 or -1. */
+int dsec_userns_owners(unsigned long *base, struct dsec_err *err);
+
 /* Write m's mapping ("0 uid count", "0 gid count") into /proc/PID/{uid,gid}_map. 0 or -1. */
 int dsec_userns_map(pid_t pid, const struct dsec_idmap *m, struct dsec_err *err);
 

@@ -306,6 +306,41 @@ rec() {
 	[ "$("$PROBE" connect-tcp "$hport")" = ok ]
 }
 
+@test "per-user kernel counts are each sandbox's own: one using up its inotify instances leaves others theirs" {
+	local B owner_a owner_b base n
+	B=$(spawn_probe)
+	# each sandbox's user namespace has an owner of its own, from the dsec-owner block
+	base=$(awk -F: '$1 == "dsec-owner" { print $2; exit }' "${DSEC_SUBUID_FILE:-/etc/subuid}")
+	[ -n "$base" ]
+	owner_a=$(sb_json "$ID" | jq -r .userns.owner)
+	owner_b=$(sb_json "$B" | jq -r .userns.owner)
+	[ "$owner_a" -gt "$base" ] && [ "$owner_b" -gt "$base" ] && [ "$owner_a" != "$owner_b" ]
+	[ "$("$PROBE" nsowner "/proc/$(sb_pid "$ID")/ns/user")" = "$owner_a" ]
+	# A takes every inotify instance it may and holds them while B and the host open theirs
+	# (the kernel limits them per user: fs.inotify.max_user_instances)
+	n=$(cat /proc/sys/fs/inotify/max_user_instances)
+	dsec-exec "$ID" probe inotify 6 >"$TESTDIR/a" &
+	for _ in $(seq 50); do [ -s "$TESTDIR/a" ] && break; sleep 0.1; done
+	[ "$(cat "$TESTDIR/a")" = "$n EMFILE" ] || { echo "A: $(cat "$TESTDIR/a")"; return 1; }
+	run dsec-exec "$B" probe inotify 0
+	[ "$output" = "$n EMFILE" ] || { echo "B: $output"; return 1; }
+	run "$PROBE" inotify 0
+	[[ "$output" != "0 "* ]] || { echo "host root: $output"; return 1; }
+	wait
+	# control: two user namespaces with one owner share that owner's instances (the host's
+	# root owned every sandbox's before); the owner is an id of dsec's block no holder has
+	mkdir -m 0755 "$TESTDIR/ctl"
+	cp "$PROBE" "$TESTDIR/ctl/probe"
+	chmod 0711 "$TESTDIR"
+	local u=$((base + 4194303))
+	setpriv --reuid="$u" --regid="$u" --clear-groups unshare --user "$TESTDIR/ctl/probe" inotify 6 >"$TESTDIR/c" &
+	for _ in $(seq 50); do [ -s "$TESTDIR/c" ] && break; sleep 0.1; done
+	[ "$(cat "$TESTDIR/c")" = "$n EMFILE" ] || { echo "control A: $(cat "$TESTDIR/c")"; return 1; }
+	run setpriv --reuid="$u" --regid="$u" --clear-groups unshare --user "$TESTDIR/ctl/probe" inotify 0
+	[ "$output" = "0 EMFILE" ] || { echo "control B: $output"; return 1; }
+	wait
+}
+
 @test "outgrow: memory, pids, disk bytes and inodes stop at the limits; the host and another sandbox carry on" {
 	local S B
 	S=$(spawn_probe --memory 32M --pids 32 --disk 16M)

@@ -11,7 +11,8 @@
  *   watch SECS (count dsec-* processes seen and whose cwd, fd, exe or root opened) | decoy
  *   ioctl tiocsti|tioclinux | serve-unix NAME SECS | serve-tcp PORT SECS | connect-unix NAME
  *   connect-tcp PORT | ipc KEY create|find | shm NAME create|find | alloc MB | forks N
- *   fill PATH MB | files DIR N
+ *   fill PATH MB | files DIR N | inotify SECS (open inotify instances until refused, print how
+ *   many, hold them SECS) | nsowner PATH (the owner uid of the user namespace at PATH)
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -28,6 +29,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <linux/nsfs.h>
+#include <sys/inotify.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/msg.h>
@@ -768,6 +771,31 @@ static int do_sleepers(int n)
 		pause();
 }
 
+static int do_inotify(int secs)
+{
+	int n = 0;
+
+	while (n < 100000 && inotify_init1(IN_CLOEXEC) >= 0)
+		n++;
+	printf("%d %s\n", n, n < 100000 ? ename(errno) : "-");
+	fflush(stdout);
+	if (secs > 0)
+		sleep((unsigned)secs);
+	return 0;
+}
+
+static int do_nsowner(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uid_t uid;
+
+	if (fd < 0 || ioctl(fd, NS_GET_OWNER_UID, &uid) < 0)
+		return fail(path);
+	printf("%u\n", (unsigned)uid);
+	close(fd);
+	return 0;
+}
+
 static int dispatch(int argc, char **argv);
 
 int main(int argc, char **argv)
@@ -887,6 +915,10 @@ static int dispatch(int argc, char **argv)
 		return do_fill(argv[2], atol(argv[3]));
 	else if (!strcmp(c, "files") && argc > 3)
 		return do_files(argv[2], atol(argv[3]));
+	else if (!strcmp(c, "inotify") && argc > 2)
+		return do_inotify(atoi(argv[2]));
+	else if (!strcmp(c, "nsowner") && argc > 2)
+		return do_nsowner(argv[2]);
 	else {
 		fprintf(stderr,
 			"usage: probe pid|ppid|uid|hostname|cwd|nnp|seccomp|fds|caps|mounts|"
@@ -894,7 +926,7 @@ static int dispatch(int argc, char **argv)
 			"sleep S|sleepers N|open P M|reopen P M|chdir D CMD..|ls D|procscan|"
 			"watch S|decoy|ioctl tiocsti|tioclinux|serve-unix N S|serve-tcp P S|"
 			"connect-unix N|connect-tcp P|ipc K create|find|shm N create|find|"
-			"alloc MB|forks N|fill P MB|files D N\n");
+			"alloc MB|forks N|fill P MB|files D N|inotify S|nsowner P\n");
 		return 2;
 	}
 	return 0;

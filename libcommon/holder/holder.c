@@ -48,7 +48,8 @@ static long sys4(long n, long a, long b, long c, long d)
  * the kernel gave it (see trim()). */
 char holder_stack[4096] __attribute__((aligned(4096), used));
 
-__asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n"
+/* holder_main gets the kernel's stack pointer (argc, then argv) before the switch */
+__asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tmov %rsp,%rdi\n"
 	"\tlea holder_stack+4096(%rip),%rsp\n\tcall holder_main\n\thlt\n");
 
 #elif defined(DSEC_HOLDER_NOLIBC) && defined(__aarch64__)
@@ -80,7 +81,7 @@ static long sys4(long n, long a, long b, long c, long d)
 	return x0;
 }
 
-__asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tbl holder_main\n\tb .\n");
+__asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tmov x0, sp\n\tbl holder_main\n\tb .\n");
 
 #else /* any other architecture: plain libc */
 
@@ -105,10 +106,13 @@ static long sys4(long n, long a, long b, long c, long d)
 {
 	return syscall(n, a, b, c, d);
 }
-void holder_main(void);
-int main(void)
+void holder_main(long *sp);
+int main(int argc, char **argv)
 {
-	holder_main();
+	long sp[4] = {argc, (long)argv[0], argc > 1 ? (long)argv[1] : 0,
+		      argc > 2 ? (long)argv[2] : 0};
+
+	holder_main(sp);
 	return 0;
 }
 
@@ -141,16 +145,39 @@ static void trim(void)
 #define F_GETFD_ 1
 #define PR_SET_DUMPABLE_ 4
 #define CLONE_NEWUSER_ 0x10000000
+#define PR_SET_SECUREBITS_ 28
+#define SECBIT_NO_SETUID_FIXUP_ 4
+
+/* argv[2]: the host uid that is to own our user namespace (dsec-spawn picks one per live
+ * sandbox), or 0 for none. */
+static long owner_arg(long *sp)
+{
+	const char *s = sp[0] > 2 ? (const char *)sp[3] : 0;
+	long v = 0;
+
+	for (; s && *s >= '0' && *s <= '9' && v < 0x7fffffff; s++)
+		v = v * 10 + (*s - '0');
+	return s && *s ? 0 : v;
+}
 
 /* With fd 3 open, dsec-spawn wants the sandbox in a user namespace of its own: make it, say 'u',
  * wait for the 'g' that says our id maps are written, then become root of it (the sandbox's
- * root, an unprivileged uid on the host). Any failure ends us: the spawn then fails. */
-static void enter_userns(void)
+ * root, an unprivileged uid on the host). Any failure ends us: the spawn then fails.
+ *
+ * The namespace is made with our effective uid set to owner, capabilities kept (no setuid
+ * fixup), so that it belongs to that uid: the kernel charges what is counted per user at the
+ * host's level (inotify instances and watches, and the rlimit counts of processes, pending
+ * signals, message queues and locked memory) to the owner of the namespace, and with root as
+ * the owner every sandbox would share host root's 128 inotify instances. */
+static void enter_userns(long owner)
 {
 	char c = 0;
 
 	if (sys4(NR_fcntl, 3, F_GETFD_, 0, 0) < 0)
 		return;
+	if (owner > 0 && (sys4(NR_prctl, PR_SET_SECUREBITS_, SECBIT_NO_SETUID_FIXUP_, 0, 0) < 0 ||
+			  sys4(NR_setresuid, -1, owner, -1, 0) < 0))
+		sys4(NR_exit, 3, 0, 0, 0);
 	if (sys4(NR_unshare, CLONE_NEWUSER_, 0, 0, 0) < 0 ||
 	    sys4(NR_write, 3, (long)"u", 1, 0) != 1 || sys4(NR_read, 3, (long)&c, 1, 0) != 1 ||
 	    c != 'g' || sys4(NR_setgroups, 0, 0, 0, 0) < 0 || sys4(NR_setresgid, 0, 0, 0, 0) < 0 ||
@@ -159,8 +186,8 @@ static void enter_userns(void)
 	sys4(NR_close, 3, 0, 0, 0);
 }
 
-void holder_main(void) __attribute__((noreturn, used));
-void holder_main(void)
+void holder_main(long *sp) __attribute__((noreturn, used));
+void holder_main(long *sp)
 {
 	unsigned long all = ~0UL, chld = 1UL << (SIGCHLD_ - 1);
 
@@ -172,7 +199,7 @@ void holder_main(void)
 	/* fd 4 is the sandbox's tmpfs, for dsec on the host: no process of the sandbox may look
 	 * into /proc/1/fd (also where root inside is host root, without a user namespace) */
 	sys4(NR_prctl, PR_SET_DUMPABLE_, 0, 0, 0);
-	enter_userns();
+	enter_userns(owner_arg(sp)); /* argv is read before trim() unmaps it */
 	trim();
 
 	/* as pid 1 of its namespace it gets no signal from inside unless it has a handler; block

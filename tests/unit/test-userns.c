@@ -63,6 +63,27 @@ int main(void)
 	ok(dsec_userns_range(&m2, &err) < 0 && strstr(err.msg, "host root"),
 	   "an entry mapping root to root is refused: %s", err.msg);
 
+	/* the owners' block: clear of both files' entries, aligned, in the uid file only */
+	unsigned long ob = 0, ob2 = 0;
+
+	put(uf, "alice:100000:65536\ndsec:4194304:65536\n");
+	put(gf, "bob:8388608:10\n");
+	memset(&err, 0, sizeof(err));
+	ok(dsec_userns_owners(&ob, &err) == 0 && ob == 12582912,
+	   "owners: the first free aligned block of 2^22 (%lu, %s)", ob, err.msg);
+	s = NULL;
+	dsec_read_file(AT_FDCWD, uf, 4096, &s, &err);
+	ok(s && strstr(s, "\ndsec-owner:12582912:4194304\n"), "owners: appended to the uid file");
+	free(s);
+	s = NULL;
+	dsec_read_file(AT_FDCWD, gf, 4096, &s, &err);
+	ok(s && !strstr(s, "dsec-owner"), "owners: nothing in the gid file");
+	free(s);
+	ok(dsec_userns_owners(&ob2, &err) == 0 && ob2 == ob, "owners: found again");
+	put(uf, "dsec-owner:4194304:1000\n");
+	ok(dsec_userns_owners(&ob2, &err) < 0 && strstr(err.msg, "fewer than"),
+	   "owners: a block too small for every pid is refused: %s", err.msg);
+
 	memset(&err, 0, sizeof(err));
 	fd = dsec_userns_fd(&m, &err);
 	ok(fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER, "user namespace fd (%s)", err.msg);
