@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,7 +61,7 @@ struct exec_ctx {
 int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
 			  struct dsec_err *err)
 {
-	char path[DSEC_CG_PATH_MAX + 16];
+	char path[DSEC_CG_PATH_MAX + 16], file[PATH_MAX + 64];
 	int i;
 
 	memset(t, 0, sizeof(*t));
@@ -69,6 +70,10 @@ int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dse
 		t->cgprocs[i] = -1;
 	if (!dsec_sandbox_id_ok(id))
 		return dsec_err_set(err, EINVAL, "'%.64s': not a sandbox id", id);
+	/* before the load: a state replaced after it shows in dsec_exec_target_fresh */
+	snprintf(file, sizeof(file), "%s/sandboxes/%s/sandbox.json", p->run, id);
+	if (stat(file, &t->state) < 0)
+		memset(&t->state, 0, sizeof(t->state));
 	if (dsec_sandbox_load(p, id, &t->sb, err) < 0) {
 		if (err->errnum == ENOENT)
 			return dsec_err_set(err, ENOENT, "%s: no such sandbox", id);
@@ -109,6 +114,24 @@ int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dse
 fail:
 	dsec_exec_target_close(t);
 	return -1;
+}
+
+int dsec_exec_target_fresh(struct dsec_exec_target *t)
+{
+	struct pollfd pfd = {.fd = t->pidfd, .events = POLLIN};
+	char path[PATH_MAX + 16];
+	struct stat st;
+
+	if (t->pidfd < 0 || poll(&pfd, 1, 0) != 0) /* readable: the holder has exited */
+		return 0;
+	snprintf(path, sizeof(path), "%s/sandbox.json", t->sb.dir);
+	if (stat(path, &st) < 0 || st.st_ino != t->state.st_ino || st.st_dev != t->state.st_dev ||
+	    st.st_mtim.tv_sec != t->state.st_mtim.tv_sec ||
+	    st.st_mtim.tv_nsec != t->state.st_mtim.tv_nsec)
+		return 0;
+	if (dsec_cgroup_frozen(&t->sb) == 1 && dsec_cgroup_freeze(&t->sb, 0, NULL) < 0)
+		return 0;
+	return 1;
 }
 
 void dsec_exec_target_close(struct dsec_exec_target *t)

@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <sys/types.h>
 
@@ -45,6 +46,7 @@ struct dsec_exec_target {
 	int nsflags;
 	int cgprocs[DSEC_CG_NCTRL]; /* v1: tasks file of each controller (freezer too), or -1 */
 	int cgdir;                  /* v2: the sandbox's cgroup dir, or -1 */
+	struct stat state;          /* its state file when opened: a new one means reopen */
 };
 
 /* Prepare the policy every command gets before exec: dsec's default capabilities and the
@@ -57,6 +59,12 @@ int dsec_exec_policy(const char *seccomp_profile, struct dsec_err *err);
 int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
 			  struct dsec_err *err);
 void dsec_exec_target_close(struct dsec_exec_target *t);
+
+/* Is an open target still the sandbox its id names, fit for another command? 1 when its holder
+ * lives and its state file is the one read at open (a reset, resize or commit replaces it);
+ * a paused sandbox is resumed first, as at open. 0 when it is stale: close it and open the id
+ * again. For callers that keep targets open across records. */
+int dsec_exec_target_fresh(struct dsec_exec_target *t);
 
 struct dsec_exec_spec {
 	char *const *argv; /* argv[0] without '/' is searched in the PATH of envp, in the sandbox */

@@ -17,7 +17,7 @@
 
 struct tcache {
 	struct dsec_exec_target t;
-	int used, refs;
+	int used, refs, stale; /* stale: replaced, closed once its running commands end */
 	uint64_t last;
 };
 
@@ -237,6 +237,14 @@ static int fail_record(struct loop *L, unsigned long seq, json_t *rec, const str
 
 /* ---- sandboxes, opened once per stream ---- */
 
+static void target_drop(struct tcache *c)
+{
+	if (c->used && !c->refs) {
+		dsec_exec_target_close(&c->t);
+		c->used = 0;
+	}
+}
+
 static struct tcache *target_get(struct loop *L, const char *id, struct dsec_err *err)
 {
 	struct tcache *free_slot = NULL, *lru = NULL;
@@ -245,9 +253,17 @@ static struct tcache *target_get(struct loop *L, const char *id, struct dsec_err
 	for (i = 0; i < L->ncache; i++) {
 		struct tcache *c = &L->cache[i];
 
-		if (c->used && !strcmp(c->t.sb.id, id)) {
-			c->last = dsec_now_us();
-			return c;
+		if (c->used && !c->stale && !strcmp(c->t.sb.id, id)) {
+			/* open since an earlier record: still the sandbox the id names? (reaped,
+			 * reset or paused since) */
+			if (dsec_exec_target_fresh(&c->t)) {
+				c->last = dsec_now_us();
+				return c;
+			}
+			if (c->refs)
+				c->stale = 1;
+			else
+				target_drop(c);
 		}
 		if (!c->used && !free_slot)
 			free_slot = c;
@@ -265,17 +281,9 @@ static struct tcache *target_get(struct loop *L, const char *id, struct dsec_err
 	if (dsec_exec_target_open(L->o->paths, id, &free_slot->t, err) < 0)
 		return NULL;
 	free_slot->used = 1;
-	free_slot->refs = 0;
+	free_slot->refs = free_slot->stale = 0;
 	free_slot->last = dsec_now_us();
 	return free_slot;
-}
-
-static void target_drop(struct tcache *c)
-{
-	if (c->used && !c->refs) {
-		dsec_exec_target_close(&c->t);
-		c->used = 0;
-	}
 }
 
 /* ---- one record ---- */

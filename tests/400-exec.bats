@@ -172,6 +172,34 @@ sb_cgroup() {
 	[[ "$output" == *"no such sandbox"* ]]
 }
 
+@test "records: one dsec-exec for a loop, a record at a time; a reset, pause, resize or reap between them is seen" {
+	local r ex
+	coproc EX { exec dsec-exec 2>"$TESTDIR/err"; }
+	ex=$EX_PID
+	# ask SH: one record in, its result out (bounded: a command frozen in a paused sandbox
+	# would never answer)
+	ask() {
+		printf '{"id":"%s","sh":"%s"}\n' "$ID" "$1" >&"${EX[1]}"
+		read -t 20 -r r <&"${EX[0]}" || r=timeout
+	}
+	ask 'echo one >/tmp/f; cat /tmp/f'
+	json_is "$r" .exec.stdout one
+	dsec-reap --reset "$ID" >/dev/null
+	ask 'cat /tmp/f 2>/dev/null || echo reset'
+	json_is "$r" .exec.stdout reset
+	dsec-reap --pause "$ID" >/dev/null
+	ask 'echo resumed'
+	json_is "$r" .exec.stdout resumed
+	dsec-spawn --resize "$ID" --memory 256M >/dev/null
+	ask 'echo resized'
+	json_is "$r" .exec.stdout resized
+	dsec-reap "$ID" >/dev/null
+	ask 'echo gone'
+	json_has "$r" '.error.msg | test("no such sandbox")'
+	exec {EX[1]}>&-
+	wait "$ex" || true
+}
+
 @test "records: -j runs commands in parallel" {
 	local start end i
 	start=$(date +%s%N)

@@ -53,7 +53,7 @@ cgroups_of_ours() {
 	[[ "${lines[1]}" =~ ^figure\ +dsec\ +bubblewrap\ +crun\ +ratio ]]
 	# every row is there, with a figure or a reason
 	local want r
-	for want in "reference: host" "import " "life -j 2" "life -j 8" "exec latency" "spawn" \
+	for want in "reference: host" "import " "life -j 2" "life -j 8" "exec latency" "exec latency, records piped" "spawn" \
 		"exec at" "idle memory" "warm: dsec-warm" "warm: claims" "warm: life" \
 		"warm: idle memory" "warm: " "latency under be load" "resize" "journal replay" "journal on/off" \
 		"commit of 10 MB" "reset, no pool" "reset from a warm pool" "fork of" "spawn --net nat vs none" "warm claim --net nat vs none"; do

@@ -8,6 +8,11 @@
  *   bench-run -F [-n N]
  *       fork() and _exit() N times, no exec; prints "<median_us> <p99_us> <min_us> 0": what
  *       copying and tearing down an address space costs on this machine
+ *   bench-run -p LINE [-n N] [-e FILE] -- CMD [ARG...]
+ *       start CMD once with pipes on its standard input and output, then N times write LINE
+ *       and a newline to it and read one line back, timing each round trip; prints
+ *       "<median_us> <p99_us> <min_us> <failed>", a line that holds "error" failing: a
+ *       long-running dsec-exec fed records one at a time, as an agent's loop drives it
  *
  * "{}" in an argument is replaced by the run's index (0 … N-1), e.g. for container names.
  * Standard input and output of CMD are /dev/null; its standard error goes to FILE (appended)
@@ -43,7 +48,8 @@ static int cmp_u64(const void *a, const void *b)
 static void usage(void)
 {
 	fputs("usage: bench-run [-l] [-j J] [-n N] [-e FILE] -- CMD [ARG...]\n"
-	      "       bench-run -F [-n N]\n",
+	      "       bench-run -F [-n N]\n"
+	      "       bench-run -p LINE [-n N] [-e FILE] -- CMD [ARG...]\n",
 	      stderr);
 	exit(2);
 }
@@ -83,6 +89,66 @@ static int fork_lat(long n)
 	return 0;
 }
 
+/* -p: one CMD, N request/response round trips over its stdin and stdout. */
+static int pipe_lat(char **cmd, const char *line, long n, int errfd)
+{
+	int in[2], out[2], st;
+	pid_t pid;
+	size_t len = strlen(line), cap = 1 << 20, have = 0;
+	char *req = malloc(len + 2), *buf = malloc(cap);
+	uint64_t *t = calloc((size_t)n, sizeof(uint64_t));
+	long failed = 0;
+	posix_spawn_file_actions_t fa;
+
+	if (!req || !buf || !t || pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
+		perror("bench-run: setup");
+		return 1;
+	}
+	memcpy(req, line, len);
+	req[len++] = '\n';
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, errfd, 2);
+	if ((errno = posix_spawnp(&pid, cmd[0], &fa, NULL, cmd, environ)) != 0) {
+		fprintf(stderr, "bench-run: %s: %s\n", cmd[0], strerror(errno));
+		return 1;
+	}
+	close(in[0]);
+	close(out[1]);
+	for (long i = 0; i < n; i++) {
+		uint64_t s = now_ns();
+		char *nl = NULL;
+
+		if (write(in[1], req, len) != (ssize_t)len) {
+			perror("bench-run: write");
+			return 1;
+		}
+		while (!(nl = memchr(buf, '\n', have))) {
+			ssize_t r = read(out[0], buf + have, cap - have);
+
+			if (r <= 0) {
+				fprintf(stderr, "bench-run: %s: no answer to request %ld\n", cmd[0], i);
+				return 1;
+			}
+			have += (size_t)r;
+			if (have == cap)
+				have = 0; /* a line this long is no answer we time */
+		}
+		t[i] = now_ns() - s;
+		*nl = '\0';
+		if (strstr(buf, "\"error\""))
+			failed++;
+		have -= (size_t)(nl + 1 - buf);
+		memmove(buf, nl + 1, have);
+	}
+	close(in[1]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	print_lat(t, n, failed);
+	return 0;
+}
+
 /* argv for run i: "{}" anywhere in an argument becomes i. Only the arguments that hold "{}"
  * are rebuilt; the others point into the original argv. */
 static char **make_argv(char **cmd, int argc, char **buf, long i)
@@ -119,10 +185,13 @@ int main(int argc, char **argv)
 {
 	long n = 1, j = 1;
 	int lat = 0, forks = 0, opt;
-	const char *errfile = NULL;
+	const char *errfile = NULL, *line = NULL;
 
-	while ((opt = getopt(argc, argv, "+Flj:n:e:")) != -1) {
+	while ((opt = getopt(argc, argv, "+Flj:n:e:p:")) != -1) {
 		switch (opt) {
+		case 'p':
+			line = optarg;
+			break;
 		case 'F':
 			forks = 1;
 			break;
@@ -159,6 +228,8 @@ int main(int argc, char **argv)
 		perror("bench-run: setup");
 		return 1;
 	}
+	if (line)
+		return pipe_lat(cmd, line, n, errfd);
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, devnull, 0);
