@@ -33,7 +33,7 @@ $(B)/libcommon.a: $(LIB_OBJ)
 # milliseconds for it, which every dsec-exec paid at start. seccomp-gen prints it as C.
 $(B)/libcommon.a: $(B)/lib/seccomp-builtin.o
 
-$(B)/seccomp-gen: libcommon/seccomp-gen.c $(B)/lib/seccomp.o $(B)/lib/err.o
+$(B)/seccomp-gen: libcommon/seccomp-gen.c $(B)/lib/seccomp.o $(B)/lib/seccomp-compact.o $(B)/lib/err.o
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(B)/gen/seccomp-builtin.c: $(B)/seccomp-gen

@@ -327,6 +327,8 @@ static int default_rules(struct build *b, struct dsec_err *err)
  * x86_64: i386 through int 0x80, and x32) answers EPERM to every call, so the argument checks
  * above cannot be sidestepped through a compat entry point (i386 has socketcall, whose
  * arguments seccomp cannot see). */
+int dsec_seccomp_no_compact;
+
 static scmp_filter_ctx new_ctx(uint32_t act, struct dsec_err *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(act);
@@ -388,10 +390,23 @@ static int export(scmp_filter_ctx ctx, struct dsec_seccomp **out, struct dsec_er
 		goto fail;
 	}
 	close(fd);
+	fd = -1;
+	if (!dsec_seccomp_no_compact) {
+		struct sock_fprog c;
+
+		rc = dsec_seccomp_compact(&sc->prog, &c, err);
+		if (rc < 0)
+			goto fail;
+		if (rc == 0) {
+			free(sc->prog.filter);
+			sc->prog = c;
+		}
+	}
 	*out = sc;
 	return 0;
 fail:
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	dsec_seccomp_free(sc);
 	return -1;
 }

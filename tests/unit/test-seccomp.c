@@ -1169,8 +1169,142 @@ static void bpf_properties(const struct dsec_seccomp *sc)
 	   bad_pers);
 }
 
+/* Do two programs give the same verdict? Over every architecture check, every call number to
+ * 1100 and past the x32 bit, numbers at the edges of 32 bits, and for each a few argument
+ * vectors; where a number's verdict depends on its arguments, 4000 vectors more, built from the
+ * program's own constants (each with bits flipped, in either half) and random values. Returns
+ * the number of inputs on which they differ. */
+static long differ(const struct sock_fprog *a, const struct sock_fprog *b)
+{
+	static const uint32_t arches[] = {
+	    AUDIT_ARCH_X86_64, AUDIT_ARCH_I386,      AUDIT_ARCH_AARCH64, AUDIT_ARCH_ARM, 0,
+	    0xffffffff,        AUDIT_ARCH_X86_64 ^ 1};
+	static const uint32_t edges[] = {0x3fffffff, 0x7fffffff, 0x80000000, 0xfffffffe,
+					 0xffffffff};
+	uint32_t nrs[1100 + 600 + 5], ks[BPF_MAXINSNS];
+	struct seccomp_data d;
+	size_t nnr = 0, nk = 0, ai, i, v;
+	long bad = 0;
+
+	for (i = 0; i < 1100; i++)
+		nrs[nnr++] = (uint32_t)i;
+	for (i = 0; i < 600; i++)
+		nrs[nnr++] = 0x40000000u + (uint32_t)i;
+	for (i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		nrs[nnr++] = edges[i];
+	for (i = 0; i < a->len; i++)
+		if (BPF_CLASS(a->filter[i].code) == BPF_JMP ||
+		    BPF_CLASS(a->filter[i].code) == BPF_ALU)
+			ks[nk++] = a->filter[i].k;
+	for (ai = 0; ai < sizeof(arches) / sizeof(arches[0]); ai++) {
+		for (i = 0; i < nnr; i++) {
+			uint32_t v0, v1;
+			int dep;
+
+			memset(&d, 0, sizeof(d));
+			d.arch = arches[ai];
+			d.nr = (int)nrs[i];
+			v0 = run_bpf(a, &d);
+			bad += v0 != run_bpf(b, &d);
+			memset(d.args, 0xff, sizeof(d.args));
+			v1 = run_bpf(a, &d);
+			bad += v1 != run_bpf(b, &d);
+			dep = v0 != v1;
+			for (v = 0; v < (dep ? 4000u : 6u); v++) {
+				for (int k = 0; k < 6; k++) {
+					uint64_t x = rnd();
+
+					if (v % 3 && nk) {
+						uint64_t c = ks[rnd() % nk] ^
+							     (v % 2 ? 0 : 1ULL << (rnd() % 32));
+
+						x = v % 4 == 1 ? c
+							       : (x & 0xffffffff00000000ULL) | c;
+					}
+					d.args[k] = x;
+				}
+				bad += run_bpf(a, &d) != run_bpf(b, &d);
+			}
+		}
+	}
+	return bad;
+}
+
+/* Every program dsec loads went through dsec_seccomp_compact: the default profile and custom
+ * ones, each against what libseccomp wrote for it. */
+static void compact_matches(void)
+{
+	static const char *const profiles[] = {
+	    "{\"default\":\"allow\"}",
+	    "{\"default\":\"kill\",\"rules\":[{\"names\":[\"socket\"],\"action\":\"allow\","
+	    "\"args\":[{\"index\":0,\"op\":\"le\",\"value\":2},{\"index\":1,\"op\":\"ne\","
+	    "\"value\":3}]},{\"names\":[\"mseal\"],\"action\":\"log\"}]}",
+	    "{\"base\":\"default\",\"rules\":[{\"names\":[\"ptrace\"],\"action\":\"allow\"},"
+	    "{\"names\":[\"uname\"],\"action\":\"errno\",\"errno\":22},{\"names\":[\"getpid\"],"
+	    "\"action\":\"errno\",\"errno\":5,\"args\":[{\"index\":0,\"op\":\"masked_eq\","
+	    "\"mask\":\"0xff\",\"value\":0}]}]}",
+	    "{\"default\":\"errno\",\"errno\":38,\"rules\":[{\"names\":[\"read\",\"write\","
+	    "\"exit_group\"],\"action\":\"allow\"},{\"names\":[\"openat\"],\"action\":\"log\"}]}",
+	};
+	struct dsec_seccomp *raw = NULL, *c = NULL;
+	struct dsec_err err = {0};
+	size_t i;
+
+	dsec_seccomp_no_compact = 1;
+	ok(dsec_seccomp_compile_default(&raw, &err) == 0, "libseccomp's own default: %s", err.msg);
+	dsec_seccomp_no_compact = 0;
+	ok(dsec_seccomp_compile_default(&c, &err) == 0, "compacted default: %s", err.msg);
+	if (raw && c) {
+		printf("# default: %u BPF instructions from libseccomp, %u compacted\n",
+		       dsec_seccomp_prog(raw)->len, dsec_seccomp_prog(c)->len);
+		ok(dsec_seccomp_prog(c)->len * 3 < dsec_seccomp_prog(raw)->len * 2,
+		   "compact: the default shrinks by a third at least");
+		ok(differ(dsec_seccomp_prog(raw), dsec_seccomp_prog(c)) == 0,
+		   "compact: the default gives libseccomp's verdict on every input tried");
+		/* the comparison can fail: one leaf of the search changed is found */
+		struct sock_fprog m = *dsec_seccomp_prog(c);
+		struct sock_filter *f = malloc(m.len * sizeof(*f));
+
+		for (i = 0; f && i < m.len; i++)
+			f[i] = m.filter[i];
+		for (i = 0; f && i < m.len && f[i].code != (BPF_RET | BPF_K); i++)
+			;
+		if (f && i < m.len)
+			f[i].k ^= 1;
+		m.filter = f;
+		ok(f && differ(dsec_seccomp_prog(raw), &m) > 0,
+		   "compact: a changed verdict is caught");
+		free(f);
+	}
+	dsec_seccomp_free(raw);
+	dsec_seccomp_free(c);
+	for (i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++) {
+		raw = c = NULL;
+		dsec_seccomp_no_compact = 1;
+		ok(prep(profiles[i], &raw, &err) == 0, "profile %zu, libseccomp's: %s", i, err.msg);
+		dsec_seccomp_no_compact = 0;
+		ok(prep(profiles[i], &c, &err) == 0, "profile %zu, compacted: %s", i, err.msg);
+		ok(raw && c && dsec_seccomp_prog(c)->len <= dsec_seccomp_prog(raw)->len &&
+		       differ(dsec_seccomp_prog(raw), dsec_seccomp_prog(c)) == 0,
+		   "compact: profile %zu gives the same verdicts (%u and %u instructions)", i,
+		   raw ? dsec_seccomp_prog(raw)->len : 0, c ? dsec_seccomp_prog(c)->len : 0);
+		dsec_seccomp_free(raw);
+		dsec_seccomp_free(c);
+	}
+	/* a program it does not rewrite (the X register in the dispatch) comes back as is */
+	struct sock_filter xf[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	    BPF_STMT(BPF_MISC | BPF_TAX, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog xp = {.len = 3, .filter = xf}, xo;
+
+	ok(dsec_seccomp_compact(&xp, &xo, &err) == 1 && xo.filter == NULL,
+	   "compact: a shape it does not model is left alone");
+}
+
 /* The program built in at compile time (seccomp-gen) is exactly what libseccomp makes of the
- * default profile now: same length, same bytes, so the architecture checks (x86_64, x32 and
+ * default profile now, compacted (dsec_seccomp_compact): same length, same bytes, so the architecture checks (x86_64, x32 and
  * i386 denied) and every rule are the ones the profile says. */
 static void builtin_matches(const struct dsec_seccomp *builtin)
 {
@@ -1249,6 +1383,7 @@ int main(int argc, char **argv)
 			 (have_ia32 || probes[i].fn != p_i386_getpid);
 	ok(fails == 0, "every denial probe answers differently without the filter");
 	bpf_properties(sc);
+	compact_matches();
 	custom_profiles();
 	bad_profiles();
 	dsec_seccomp_free(sc);
