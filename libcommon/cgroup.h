@@ -95,6 +95,26 @@ int dsec_cgroup_usage(const struct dsec_sandbox *sb, struct dsec_cgroup_usage *u
 
 /* Callback for each sandbox cgroup (child dir of the parent) in every hierarchy in use, by name;
  * a name present in several v1 hierarchies comes once per hierarchy. */
+/* Spare cgroups (cgspare.c; cgroup v1): a reaped sandbox's cgroups kept, emptied, for the next
+ * sandbox of the run dir, which then skips the kernel's per-cgroup costs that grow with the
+ * number of live sandboxes. $DSEC_SPARE_CGROUPS caps how many a run dir keeps (default 256, 0
+ * none).
+ *
+ * dsec_cgspare_put: sb's cgroups, whose processes are all gone (dsec_cgroup_kill), become a
+ * spare. Returns 0 when they did (nothing is left under sb's paths), 1 when they are not fit
+ * or not wanted: the caller removes them. sb must be a state read whole (its limits are what
+ * the cgroups hold). Never fails otherwise.
+ *
+ * dsec_cgspare_take: give sb (its paths from dsec_cgroup_paths) a spare instead of new
+ * cgroups: renamed to sb's paths, with sb's limits and requests written where they differ.
+ * Returns 0 when it did, 1 when there was none to take: the caller creates them.
+ *
+ * dsec_cgspare_clear: remove every spare (all), or only what a crash left of one (a spare
+ * without its marker, a marker without its spare). The caller holds the run lock exclusive. */
+int dsec_cgspare_put(const struct dsec_paths *p, const struct dsec_sandbox *sb);
+int dsec_cgspare_take(const struct dsec_paths *p, struct dsec_sandbox *sb);
+void dsec_cgspare_clear(const struct dsec_paths *p, int all);
+
 typedef int (*dsec_cgroup_fn)(const char *name, void *ctx);
 int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx,
 			struct dsec_err *err);

@@ -193,7 +193,7 @@ static int copy_str(char *dst, size_t n, json_t *v, const char *what, struct dse
 	return 0;
 }
 
-static int from_json(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
+int dsec_sandbox_parse(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	json_t *v, *lim, *cg;
 	size_t i;
@@ -286,7 +286,7 @@ int dsec_sandbox_load(const struct dsec_paths *p, const char *id, struct dsec_sa
 		json_decref(o);
 		return dsec_err_set(err, EINVAL, "%s: malformed claim file", id);
 	}
-	rc = from_json(o, sb, err);
+	rc = dsec_sandbox_parse(o, sb, err);
 	json_decref(o);
 	if (rc < 0) {
 		dsec_sandbox_free(sb);
@@ -707,8 +707,9 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	if (dsec_cgroup_paths(p, sb, err) < 0)
 		return -1;
 	T(0);
-	/* the cgroup first: from here a crash leaves something dsec-reap --orphans finds */
-	if (dsec_cgroup_create(sb, err) < 0)
+	/* the cgroup first: from here a crash leaves something dsec-reap --orphans finds; a
+	 * spare of a reaped sandbox when there is one (cgspare.c) */
+	if (dsec_cgspare_take(p, sb) != 0 && dsec_cgroup_create(sb, err) < 0)
 		return dsec_err_wrap(err, "%s", sb->id);
 	T(1);
 	memset(&arg, 0, sizeof(arg));
@@ -851,7 +852,9 @@ int dsec_sandbox_destroy_rest(const struct dsec_paths *p, struct dsec_sandbox *s
 	if (sb->cg.version) {
 		if (dsec_cgroup_kill(sb, err) < 0)
 			rc = -1;
-		if (dsec_cgroup_remove(sb, rc < 0 ? NULL : err) < 0)
+		/* kept for the next sandbox when it can be (cgspare.c), else removed */
+		if ((rc < 0 || dsec_cgspare_put(p, sb) != 0) &&
+		    dsec_cgroup_remove(sb, rc < 0 ? NULL : err) < 0)
 			rc = -1;
 	}
 	if (sb->dir[0] && dsec_rmtree(sb->dir, rc < 0 ? NULL : err) < 0)
@@ -1127,6 +1130,7 @@ int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *c
 		return -1;
 	}
 	free(o.used);
+	dsec_cgspare_clear(p, 0); /* what a crash left of a spare (cgspare.c) */
 	return o.failed ? -1 : o.count;
 }
 
@@ -1148,6 +1152,7 @@ int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err)
 		return 0;
 	if (dsec_template_destroy(p, err) < 0)
 		return -1;
+	dsec_cgspare_clear(p, 1);
 	if (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_remove_parent(p, err) < 0)
 		return -1;
 	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);

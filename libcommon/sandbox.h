@@ -10,6 +10,8 @@
  *                                           0600 once handed out (dsec_sandbox_commit)
  *   $DSEC_RUN/template/mnt                  bind mount of the template mount namespace (nsfs)
  *   $DSEC_RUN/template/layers/<hex>         marker: layer <hex> is mounted in the template
+ *   $DSEC_RUN/cgspare/spare-<hex>.json      a reaped sandbox's cgroups kept for the next one
+ *                                           (cgroup.h: dsec_cgspare_put)
  *   $DSEC_RUN/lock                          flock: shared by dsec-spawn while it creates
  *                                           sandboxes, exclusive by dsec-reap --orphans and by
  *                                           the template teardown of dsec-reap --all
@@ -153,6 +155,10 @@ int dsec_sandbox_new_id(char *buf, struct dsec_err *err);
  * the caller releases sb with dsec_sandbox_free(). Does not check that the holder lives. */
 int dsec_sandbox_load(const struct dsec_paths *p, const char *id, struct dsec_sandbox *sb,
 		      struct dsec_err *err);
+
+/* Fill sb (zeroed by the caller) from o, an object in the sandbox.json format. 0, or -1 with err
+ * naming the member at fault. Release with dsec_sandbox_free. */
+int dsec_sandbox_parse(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err);
 
 /* Write sb->dir/sandbox.json (tmp+rename), creating sb->dir; a pending state stays pending. 0
  * or -1. */

@@ -28,6 +28,83 @@ setup() {
 	for c in "${cgs[@]}"; do [ ! -e "$c" ]; done
 }
 
+# The run dir's cgroup dir in one v1 hierarchy, and its spares (cgspare.c).
+cg_parent_of() { echo "/sys/fs/cgroup/$1/$(run_cgroup_name)"; }
+spares() { ls "$DSEC_RUN/cgspare" 2>/dev/null | grep -c '^spare-.*\.json$' || true; }
+
+@test "reap: a sandbox's cgroups become a spare the next spawn takes: renamed, counters reset, its own limits" {
+	[ -d /sys/fs/cgroup/memory/ ] && [ ! -f /sys/fs/cgroup/cgroup.controllers ] ||
+		skip "spares are for cgroup v1 (v2 cannot rename a cgroup)"
+	spawn_one --memory 256M --cpus 0.5 --class be
+	a=$ID
+	dsec-exec "$a" sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; head -c 20000000 /dev/zero >/dev/shm/x'
+	[ "$(cat "$(cg_parent_of cpuacct)/$a/cpuacct.usage")" -gt 10000000 ]
+	run dsec-reap "$a"
+	[ "$status" -eq 0 ]
+	# gone under its name, kept as a spare with its marker
+	[ ! -e "$(cg_parent_of memory)/$a" ]
+	[ "$(spares)" = 1 ]
+	ls "$(cg_parent_of memory)" | grep -q '^spare-'
+	spawn_one
+	b=$ID
+	[ "$(spares)" = 0 ]
+	! ls "$(cg_parent_of memory)" | grep -q '^spare-'
+	# the new sandbox's own name, limits and class; what counts starts again
+	m=$(cg_parent_of memory)/$b c=$(cg_parent_of cpu)/$b
+	[ "$(cat "$m/memory.limit_in_bytes")" = $((1 << 30)) ]
+	[ "$(cat "$m/memory.max_usage_in_bytes")" -lt 20000000 ]
+	[ "$(cat "$c/cpu.cfs_quota_us")" = 100000 ]
+	[ "$(cat "$c/cpu.shares")" = 1024 ]
+	[ "$(cat "$(cg_parent_of cpuacct)/$b/cpuacct.usage")" -lt 10000000 ]
+	[ "$(cat "$m/memory.swappiness")" = "$(cat /proc/sys/vm/swappiness)" ]
+	run dsec-exec "$b" cat /proc/self/cgroup
+	[ "$status" -eq 0 ]
+	# and the limit is the new one's: 64M of the old 256M would now be killed
+	dsec-spawn --resize "$b" --memory 32M >/dev/null
+	run dsec-exec "$b" sh -c 'head -c 67108864 /dev/zero | tail >/dev/null'
+	[ "$status" -ne 0 ]
+	# control: with no spares kept, a reap leaves no dir and no marker
+	run env DSEC_SPARE_CGROUPS=0 dsec-reap "$b"
+	[ "$status" -eq 0 ]
+	[ "$(spares)" = 0 ]
+	! ls "$(cg_parent_of memory)" | grep -q '^spare-'
+	[ ! -e "$m" ]
+}
+
+@test "reap: --orphans removes a spare left without its marker, and a marker left without its spare; --all every spare" {
+	[ -d /sys/fs/cgroup/memory/ ] && [ ! -f /sys/fs/cgroup/cgroup.controllers ] ||
+		skip "spares are for cgroup v1"
+	# one sandbox stays: with none left, --orphans tears the whole run dir down
+	spawn_one
+	run dsec-spawn --image busybox -n 3
+	[ "$status" -eq 0 ]
+	records >"$TESTDIR/recs"
+	id=$(head -n 1 "$TESTDIR/recs" | jq -r .id)
+	mapfile -t parents < <(sb_cgroup_parents "$id")
+	run dsec-reap <"$TESTDIR/recs"
+	[ "$status" -eq 0 ]
+	[ "$(spares)" = 3 ]
+	# a crash between the renames and the marker, and a marker whose dirs were removed
+	first=$(ls "$DSEC_RUN/cgspare" | head -n 1)
+	second=$(ls "$DSEC_RUN/cgspare" | sed -n 2p)
+	rm "$DSEC_RUN/cgspare/$first"
+	for h in memory cpu cpuacct pids freezer; do
+		[ -d "$(cg_parent_of $h)" ] && rmdir "$(cg_parent_of $h)/${second%.json}"
+	done
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	[ ! -e "$(cg_parent_of memory)/${first%.json}" ]
+	[ ! -e "$DSEC_RUN/cgspare/$second" ]
+	[ "$(spares)" = 1 ]
+	# a spawn with only a broken marker left makes its cgroups anew
+	spawn_one
+	[ -d "$(cg_parent_of memory)/$ID" ]
+	run dsec-reap -q --all
+	[ "$status" -eq 0 ]
+	[ ! -e "$DSEC_RUN/cgspare" ]
+	assert_nothing_left "${parents[@]}"
+}
+
 @test "reap: records pass through, an error record still gets its sandbox reaped" {
 	spawn_one
 	a=$ID
