@@ -81,6 +81,15 @@ static int same_parent(const char *a, const char *b)
 	return sa && sb && sa - a == sb - b && !strncmp(a, b, (size_t)(sa - a));
 }
 
+/* A marker: spare-<hex>.json (not the temporary file one is written through). */
+static int is_marker(const char *name)
+{
+	size_t n = strlen(name);
+
+	return !strncmp(name, SPARE_PREFIX, strlen(SPARE_PREFIX)) && n > 5 &&
+	       !strcmp(name + n - 5, ".json");
+}
+
 static long count_spares(const struct dsec_paths *p)
 {
 	char dir[PATH_MAX];
@@ -92,7 +101,7 @@ static long count_spares(const struct dsec_paths *p)
 	if (!(d = opendir(dir)))
 		return 0;
 	while ((e = readdir(d)))
-		n += !strncmp(e->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX));
+		n += is_marker(e->d_name);
 	closedir(d);
 	return n;
 }
@@ -262,8 +271,7 @@ int dsec_cgspare_take(const struct dsec_paths *p, struct dsec_sandbox *sb)
 	if (!(d = opendir(dir)))
 		return 1;
 	while (rc && (e = readdir(d)))
-		if (!strncmp(e->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) &&
-		    take_one(dirfd(d), e->d_name, sb, &err) == 0)
+		if (is_marker(e->d_name) && take_one(dirfd(d), e->d_name, sb, &err) == 0)
 			rc = 0;
 	closedir(d);
 	return rc;
@@ -321,8 +329,12 @@ void dsec_cgspare_clear(const struct dsec_paths *p, int all)
 		struct dsec_sandbox sb;
 		struct dsec_err err;
 
-		if (strncmp(e->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) || n < 6 ||
-		    n - 5 >= sizeof(name) || strcmp(e->d_name + n - 5, ".json"))
+		if (!is_marker(e->d_name)) { /* a marker's temporary file a crash left */
+			if (e->d_name[0] != '.')
+				unlinkat(dirfd(d), e->d_name, 0);
+			continue;
+		}
+		if (n - 5 >= sizeof(name))
 			continue;
 		snprintf(name, sizeof(name), "%.*s", (int)(n - 5), e->d_name);
 		memset(&sb, 0, sizeof(sb));

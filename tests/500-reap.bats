@@ -71,6 +71,30 @@ spares() { ls "$DSEC_RUN/cgspare" 2>/dev/null | grep -c '^spare-.*\.json$' || tr
 	[ ! -e "$m" ]
 }
 
+@test "reap: concurrent spawns never share a spare: each sandbox alone in cgroups named after it" {
+	[ -d /sys/fs/cgroup/memory/ ] && [ ! -f /sys/fs/cgroup/cgroup.controllers ] ||
+		skip "spares are for cgroup v1"
+	run dsec-spawn --image busybox -n 40
+	[ "$status" -eq 0 ]
+	records | dsec-reap >/dev/null
+	[ "$(spares)" = 40 ]
+	for i in 1 2 3 4 5 6 7 8; do
+		dsec-spawn --image busybox -n 6 >"$TESTDIR/s$i" 2>"$TESTDIR/e$i" &
+	done
+	wait
+	cat "$TESTDIR"/s? >"$TESTDIR/all"
+	[ "$(jq -r .id "$TESTDIR/all" | sort -u | wc -l)" -eq 48 ]
+	local id holder
+	for id in $(jq -r .id "$TESTDIR/all"); do
+		holder=$(sb_pid "$id")
+		for c in $(sb_cgroups "$id"); do
+			[ "$(basename "$c")" = "$id" ] || { echo "$id in $c"; return 1; }
+			[ "$(cat "$c/cgroup.procs")" = "$holder" ] || { echo "$c: $(cat "$c/cgroup.procs")"; return 1; }
+		done
+	done
+	[ "$(spares)" = 0 ]
+}
+
 @test "reap: --orphans removes a spare left without its marker, and a marker left without its spare; --all every spare" {
 	[ -d /sys/fs/cgroup/memory/ ] && [ ! -f /sys/fs/cgroup/cgroup.controllers ] ||
 		skip "spares are for cgroup v1"
