@@ -20,7 +20,8 @@ LIB_OBJ := $(LIB_SRC:libcommon/%.c=$(B)/lib/%.o)
 UNIT := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test-*.c))
 MANS := $(wildcard man/*.[1-8])
 
-all: $(addprefix $(B)/,$(TOOLS)) $(B)/dsec-holder $(UNIT) $(if $(wildcard tests/probe.c),$(B)/tests/probe)
+all: $(addprefix $(B)/,$(TOOLS)) $(B)/libexec/dsec-exec $(B)/dsec-holder $(UNIT) \
+	$(if $(wildcard tests/probe.c),$(B)/tests/probe)
 
 $(B)/lib/%.o: libcommon/%.c $(wildcard libcommon/*.h) | $(B)/lib
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -48,14 +49,31 @@ $(B)/lib/seccomp-builtin.o: $(B)/gen/seccomp-builtin.c
 # libarchive stays out: dsec-exec cp loads it when it needs it.
 EXEC_LIBS := $(foreach l,jansson seccomp cap,$(filter /%,$(shell $(CC) -print-file-name=lib$(l).a)))
 ifeq ($(words $(EXEC_LIBS)),3)
-$(B)/dsec-exec: LDLIBS = $(EXEC_LIBS) -lm
+$(B)/libexec/dsec-exec: LDLIBS = $(EXEC_LIBS) -lm
 endif
 # `make EXEC_STATIC=1`: libc too (another ~30 page faults and ~20% off an exec here), at a price:
 # dsec-exec cp then dlopens libarchive from a static binary, which needs the very glibc it was
 # built with, and libc fixes need a rebuild.
 ifeq ($(EXEC_STATIC),1)
-$(B)/dsec-exec: LDFLAGS += -static
-$(B)/dsec-exec: LDLIBS = -ljansson -lseccomp -lcap -lm
+$(B)/libexec/dsec-exec: LDFLAGS += -static
+$(B)/libexec/dsec-exec: LDLIBS = -ljansson -lseccomp -lcap -lm
+endif
+
+# dsec-exec is two programs: the full one (cmd/dsec-exec.c) in libexec, and, where the front
+# knows the syscalls (x86_64, aarch64), a libc-free front (libcommon/front/exec-front.c) that
+# does a plain foreground exec itself and hands everything else to the full one: a glibc start
+# costs about half of a plain exec on a virtual machine that traps CPUID.
+$(B)/libexec/dsec-exec: cmd/dsec-exec.c $(B)/libcommon.a $(wildcard libcommon/*.h) | $(B)/libexec
+	$(CC) $(CFLAGS) -o $@ $< $(B)/libcommon.a $(LDFLAGS) $(LDLIBS)
+
+ifneq ($(filter x86_64-% aarch64-%,$(shell $(CC) -dumpmachine)),)
+$(B)/dsec-exec: libcommon/front/exec-front.c libcommon/caps-default.h $(B)/gen/seccomp-builtin.c
+	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -static -nostdlib -ffreestanding -fno-builtin \
+		-fno-stack-protector -fno-asynchronous-unwind-tables -o $@ \
+		libcommon/front/exec-front.c $(B)/gen/seccomp-builtin.c
+else
+$(B)/dsec-exec: $(B)/libexec/dsec-exec
+	cp $< $@
 endif
 
 $(B)/dsec-%: cmd/dsec-%.c $(B)/libcommon.a $(wildcard libcommon/*.h)
@@ -75,7 +93,7 @@ $(B)/dsec-holder: libcommon/holder/holder.c | $(B)/lib
 $(B)/tests/probe: tests/probe.c | $(B)/tests
 	$(CC) -std=gnu11 -O2 -Wall -Werror -static -o $@ $<
 
-$(B)/lib $(B)/tests:
+$(B)/lib $(B)/tests $(B)/libexec:
 	mkdir -p $@
 
 # libFuzzer harnesses (clang), one per input parser; `make check` runs each for a bounded time.
@@ -104,7 +122,8 @@ bench: all
 	./scripts/bench
 
 lint: all
-	clang-format --dry-run --Werror $(wildcard cmd/*.c libcommon/*.c libcommon/*.h tests/fuzz/*.c \
+	clang-format --dry-run --Werror $(wildcard cmd/*.c libcommon/*.c libcommon/*.h \
+		libcommon/front/*.c tests/fuzz/*.c \
 		tests/unit/*.c tests/unit/*.h tests/probe.c)
 	shellcheck -x $(wildcard scripts/deps.sh scripts/mkimage scripts/demo scripts/bench) \
 		tests/run .ci/run
@@ -118,7 +137,7 @@ install: all
 		$(DESTDIR)$(MANDIR)/man7
 	install -m 0755 $(addprefix $(B)/,$(TOOLS)) $(DESTDIR)$(BINDIR)
 	install -d $(DESTDIR)$(PREFIX)/libexec/dsec
-	install -m 0755 $(B)/dsec-holder $(DESTDIR)$(PREFIX)/libexec/dsec
+	install -m 0755 $(B)/dsec-holder $(B)/libexec/dsec-exec $(DESTDIR)$(PREFIX)/libexec/dsec
 	for m in $(MANS); do install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}; done
 
 clean:

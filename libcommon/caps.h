@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "caps-default.h"
 #include "err.h"
 
 struct dsec_caps; /* opaque: the prepared sets */

@@ -425,8 +425,9 @@ int dsec_run_lock(const struct dsec_paths *p, int exclusive, struct dsec_err *er
 	return dsec_lock(path, exclusive, 1, err);
 }
 
-/* The holder binary: $DSEC_HOLDER, else dsec-holder next to this tool (build tree), else
- * ../libexec/dsec/dsec-holder (installed). Opened once per process. */
+/* The holder binary: $DSEC_HOLDER, else dsec-holder next to this tool (installed in libexec,
+ * and the build tree), one dir up (build/libexec/dsec-exec), else ../libexec/dsec/dsec-holder
+ * (installed tools). Opened once per process. */
 static int holder_fd(struct dsec_err *err)
 {
 	static int fd = -1;
@@ -450,6 +451,11 @@ static int holder_fd(struct dsec_err *err)
 	if (slash)
 		*slash = '\0';
 	snprintf(path, sizeof(path), "%s/dsec-holder", exe);
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	/* the full dsec-exec of the build tree: build/libexec/ */
+	snprintf(path, sizeof(path), "%s/../dsec-holder", exe);
 	fd = open(path, O_PATH | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;

@@ -65,6 +65,50 @@ sb_cgroup() {
 	[ "$output" = err ]
 }
 
+@test "foreground: the libc-free front runs a plain exec itself and hands the rest to the full one" {
+	# which program waits for the command: the front (build/dsec-exec) or the full one it
+	# execs (build/libexec/dsec-exec), in the same process
+	waiter() {
+		local pid
+		"$@" </dev/null >/dev/null 2>&1 &
+		pid=$!
+		sleep 0.5
+		readlink "/proc/$pid/exe"
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null || true
+	}
+	[ -x "$TOP/build/libexec/dsec-exec" ] || skip "no front on this architecture"
+	[ "$(waiter dsec-exec "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
+	[ "$(waiter dsec-exec --run "$DSEC_RUN" "$ID" sleep 5)" = "$TOP/build/dsec-exec" ]
+	[ "$(waiter env DSEC_EXEC_FAST=0 dsec-exec "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	[ "$(waiter dsec-exec -w /tmp "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	[ "$(waiter dsec-exec --timeout 9 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	# a host file as stdout goes through the full one's relay
+	local pid
+	dsec-exec "$ID" -- sleep 5 </dev/null >"$TESTDIR/out" 2>&1 &
+	pid=$!
+	sleep 0.5
+	[ "$(readlink "/proc/$pid/exe")" = "$TOP/build/libexec/dsec-exec" ]
+	kill "$pid"
+	wait "$pid" || true
+	# and both give the command the same world: ids, capabilities, no_new_privs, seccomp,
+	# descriptors, cwd, cgroups, namespaces, environment, exit statuses
+	local c a b
+	for c in uid caps nnp seccomp fds cwd cgroup ns "env PATH" "env HOSTNAME" "exit 7" "kill 9" \
+		"read /etc/passwd"; do
+		# shellcheck disable=SC2086
+		a=$(dsec-exec "$ID" probe $c </dev/null 2>&1; echo "status $?")
+		# shellcheck disable=SC2086
+		b=$(DSEC_EXEC_FAST=0 dsec-exec "$ID" probe $c </dev/null 2>&1; echo "status $?")
+		[ "$a" = "$b" ] || { echo "probe $c: front '$a', full '$b'"; return 1; }
+	done
+	a=$(echo in | dsec-exec "$ID" -- sh -c 'cat; no-such-cmd; exit 3' 2>&1; echo "status $?")
+	b=$(echo in | DSEC_EXEC_FAST=0 dsec-exec "$ID" -- sh -c 'cat; no-such-cmd; exit 3' 2>&1; echo "status $?")
+	[ "$a" = "$b" ]
+	a=$(dsec-exec "$ID" -- no-such-command 2>&1; echo "status $?")
+	[[ "$a" == *"No such file"*"status 127" ]]
+}
+
 @test "foreground: signals sent to dsec-exec reach the command" {
 	dsec-exec "$ID" -- sleep 30 &
 	local pid=$!

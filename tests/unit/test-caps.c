@@ -175,6 +175,8 @@ int main(void)
 	}
 	ok(dsec_caps_prepare(NULL, &caps, &err) == 0 && dsec_caps_mask(caps) == want,
 	   "default set: %#" PRIx64, dsec_caps_mask(caps));
+	ok(dsec_caps_mask(caps) == DSEC_CAPS_DEFAULT_MASK,
+	   "caps-default.h (dsec-exec's front) holds the same set: %#llx", DSEC_CAPS_DEFAULT_MASK);
 
 	ok(probe(NULL, &r) == 0, "control child ran");
 	ok(r.chroot_rc == 0 && r.mknod_rc == 0 && r.packet_rc == 0,

@@ -1,0 +1,922 @@
+/* dsec-exec's front: the common case, `dsec-exec [--run DIR] ID [--] CMD...` in the foreground,
+ * done without libc; everything else handed to the full dsec-exec (libexec/dsec-exec next to
+ * this binary in the build tree, ../libexec/dsec/dsec-exec installed) by execve, untouched.
+ *
+ * Why: on a virtual machine that traps CPUID, the start of a glibc program costs some 0.6 ms
+ * (its cache-size probe runs the instruction about 80 times), about the half of one exec into a
+ * sandbox that is not the command itself. A program without libc starts in microseconds.
+ *
+ * What it does is what the full one does for a plain foreground exec (exec.c), step for step:
+ * the holder found by pidfd and checked against its start time, the command cloned into the
+ * sandbox's pid namespace (and cgroup on v2), joining its v1 cgroups and every other namespace,
+ * root of its user namespace, host descriptors closed, cwd "/", signals reset, no_new_privs,
+ * dsec's default capabilities (caps.h) and seccomp program (compiled in at build time), the
+ * sandbox's environment, argv[0] searched in its PATH inside. Signals sent to dsec-exec go to
+ * the command; the exit status is the command's, 128+N when a signal killed it.
+ *
+ * It hands over, before doing anything that shows, whenever the request is not that plain:
+ * any other option, a state it does not expect (a claim file, a paused sandbox, an escape in a
+ * string it needs), stdio that is a host file or directory (the full one relays files through
+ * pipes and refuses directories), or any failure up to the command's execve (the full one then
+ * does it all again and says what failed). DSEC_EXEC_FAST=0 always hands over. */
+
+#include <asm/unistd.h>
+#include <linux/capability.h>
+#include <linux/fcntl.h>
+#include <linux/filter.h>
+#include <linux/prctl.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <linux/signalfd.h>
+#include <linux/stat.h>
+#include <linux/wait.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../caps-default.h"
+
+/* ---- system calls ---- */
+
+#if defined(__x86_64__)
+static long sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+/* main gets the kernel's stack pointer: argc, argv[], NULL, envp[], NULL */
+__asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tmov %rsp,%rdi\n"
+	"\tand $-16,%rsp\n\tcall front_main\n\thlt\n");
+#elif defined(__aarch64__)
+static long sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	register long x5 __asm__("x5") = f;
+
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory");
+	return x0;
+}
+__asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tmov x0, sp\n\tbl front_main\n\tb .\n");
+#else /* the Makefile builds the front for x86_64 and aarch64 only; this keeps analyzers going */
+static long sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	(void)n, (void)a, (void)b, (void)c, (void)d, (void)e, (void)f;
+	return -38; /* ENOSYS: every step fails, everything goes to the full one */
+}
+#endif
+
+#define S1(n, a) sys6(n, (long)(a), 0, 0, 0, 0, 0)
+#define S2(n, a, b) sys6(n, (long)(a), (long)(b), 0, 0, 0, 0)
+#define S3(n, a, b, c) sys6(n, (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define S4(n, a, b, c, d) sys6(n, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define S5(n, a, b, c, d, e) sys6(n, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+#define AT_FDCWD_ -100
+#define AT_EMPTY_PATH_ 0x1000
+#define EINTR_ 4
+#define EAGAIN_ 11
+#define SIGCHLD_ 17
+#define SIGKILL_ 9
+#define SIGSTOP_ 19
+#define SIGINT_ 2
+#define SIGQUIT_ 3
+#define SI_KERNEL_ 0x80
+#define SIG_SETMASK_ 2
+#define SIG_BLOCK_ 0
+#define SCHED_IDLE_ 5
+#define POLLIN_ 1
+
+static int sys_open(const char *path, int flags)
+{
+	return (int)S4(__NR_openat, AT_FDCWD_, path, flags | O_CLOEXEC, 0);
+}
+static long sys_read(int fd, void *buf, unsigned long n)
+{
+	return S3(__NR_read, fd, buf, n);
+}
+static long sys_write(int fd, const void *buf, unsigned long n)
+{
+	return S3(__NR_write, fd, buf, n);
+}
+static void sys_close(int fd)
+{
+	S1(__NR_close, fd);
+}
+__attribute__((noreturn)) static void sys_exit(int code)
+{
+	for (;;)
+		S1(__NR_exit_group, code);
+}
+
+/* ---- small helpers (no libc) ---- */
+
+static unsigned long slen(const char *s)
+{
+	unsigned long n = 0;
+
+	while (s[n])
+		n++;
+	return n;
+}
+static int seq(const char *a, const char *b)
+{
+	while (*a && *a == *b)
+		a++, b++;
+	return *a == *b;
+}
+static int starts(const char *s, const char *p)
+{
+	while (*p && *s == *p)
+		s++, p++;
+	return !*p;
+}
+/* memcpy/memset for what the compiler emits itself (struct copies and zeroing) */
+void *memcpy(void *d, const void *s, unsigned long n);
+void *memset(void *d, int c, unsigned long n);
+void *memcpy(void *d, const void *s, unsigned long n)
+{
+	unsigned char *o = d;
+	const unsigned char *i = s;
+
+	while (n--)
+		*o++ = *i++;
+	return d;
+}
+void *memset(void *d, int c, unsigned long n)
+{
+	unsigned char *o = d;
+
+	while (n--)
+		*o++ = (unsigned char)c;
+	return d;
+}
+
+/* Append src to dst (capacity cap, NUL-terminated). 0, or -1 when it does not fit. */
+static int cat(char *dst, unsigned long cap, const char *src)
+{
+	unsigned long n = slen(dst), m = slen(src);
+
+	if (n + m + 1 > cap)
+		return -1;
+	memcpy(dst + n, src, m + 1);
+	return 0;
+}
+static void utoa(unsigned long long v, char *buf)
+{
+	char t[24];
+	int n = 0, i;
+
+	do
+		t[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	for (i = 0; i < n; i++)
+		buf[i] = t[n - 1 - i];
+	buf[n] = '\0';
+}
+
+/* Read a small file whole into buf (NUL-terminated). Length or -1. */
+static long read_file(const char *path, char *buf, unsigned long cap)
+{
+	long n = 0, r;
+	int fd = sys_open(path, O_RDONLY | O_NOFOLLOW);
+
+	if (fd < 0)
+		return -1;
+	while ((unsigned long)n < cap - 1 && (r = sys_read(fd, buf + n, cap - 1 - n)) > 0)
+		n += r;
+	sys_close(fd);
+	if (r < 0 || (unsigned long)n >= cap - 1)
+		return -1; /* an error, or too big for us: the full one reads it */
+	buf[n] = '\0';
+	return n;
+}
+
+/* ---- the state file: just what an exec needs, in the format dsec writes (sandbox.h) ---- */
+
+#define MAX_ENV 256
+#define NCG 6 /* memory, cpu, cpuacct, pids, freezer, blkio */
+
+static const char *const cg_names[NCG] = {"memory", "cpu", "cpuacct", "pids", "freezer", "blkio"};
+
+static struct {
+	char *id, *hostname, *net, *cls, *v2;
+	char *v1[NCG];
+	unsigned long long pid, start;
+	int cgver, userns, nenv;
+	char *env[MAX_ENV];
+} st;
+
+static char pool[1 << 17]; /* decoded strings */
+static unsigned long pool_used;
+
+struct parser {
+	const char *p;
+	int bad;
+};
+
+static void ws(struct parser *ps)
+{
+	while (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\t' || *ps->p == '\r')
+		ps->p++;
+}
+
+/* A string into the pool; escapes but \" \\ \/ \n \t make the parse fail (the full one then
+ * reads the state). */
+static char *str(struct parser *ps)
+{
+	char *out = pool + pool_used;
+	unsigned long n = 0;
+
+	ws(ps);
+	if (*ps->p != '"') {
+		ps->bad = 1;
+		return 0;
+	}
+	for (ps->p++; *ps->p != '"'; ps->p++) {
+		char c = *ps->p;
+
+		if (!c || pool_used + n + 2 >= sizeof(pool) || (unsigned char)c < 0x20) {
+			ps->bad = 1;
+			return 0;
+		}
+		if (c == '\\') {
+			c = *++ps->p;
+			if (c == 'n')
+				c = '\n';
+			else if (c == 't')
+				c = '\t';
+			else if (c != '"' && c != '\\' && c != '/') {
+				ps->bad = 1;
+				return 0;
+			}
+		}
+		out[n++] = c;
+	}
+	ps->p++;
+	out[n] = '\0';
+	pool_used += n + 1;
+	return out;
+}
+
+static unsigned long long num(struct parser *ps)
+{
+	unsigned long long v = 0;
+	int digits = 0;
+
+	ws(ps);
+	if (*ps->p == '-')
+		ps->bad = 1;
+	while (*ps->p >= '0' && *ps->p <= '9' && digits < 19) {
+		v = v * 10 + (unsigned long long)(*ps->p++ - '0');
+		digits++;
+	}
+	if (!digits || (*ps->p >= '0' && *ps->p <= '9') || *ps->p == '.' || *ps->p == 'e' ||
+	    *ps->p == 'E')
+		ps->bad = 1;
+	return v;
+}
+
+static void skip(struct parser *ps, int depth);
+
+/* Walk an object: for each member, call fn(ps, key, ctx), which reads or skips the value. */
+static void object(struct parser *ps, void (*fn)(struct parser *, const char *, int), int ctx)
+{
+	ws(ps);
+	if (*ps->p != '{') {
+		ps->bad = 1;
+		return;
+	}
+	ps->p++;
+	ws(ps);
+	if (*ps->p == '}') {
+		ps->p++;
+		return;
+	}
+	while (!ps->bad) {
+		char *k = str(ps);
+
+		ws(ps);
+		if (ps->bad || *ps->p != ':') {
+			ps->bad = 1;
+			return;
+		}
+		ps->p++;
+		fn(ps, k, ctx);
+		ws(ps);
+		if (*ps->p == ',') {
+			ps->p++;
+			continue;
+		}
+		if (*ps->p == '}') {
+			ps->p++;
+			return;
+		}
+		ps->bad = 1;
+	}
+}
+
+/* Walk an array: fn(ps, ctx) reads or skips each element. */
+static void array(struct parser *ps, void (*fn)(struct parser *, int), int ctx)
+{
+	ws(ps);
+	if (*ps->p != '[') {
+		ps->bad = 1;
+		return;
+	}
+	ps->p++;
+	ws(ps);
+	if (*ps->p == ']') {
+		ps->p++;
+		return;
+	}
+	while (!ps->bad) {
+		fn(ps, ctx);
+		ws(ps);
+		if (*ps->p == ',') {
+			ps->p++;
+			continue;
+		}
+		if (*ps->p == ']') {
+			ps->p++;
+			return;
+		}
+		ps->bad = 1;
+	}
+}
+
+static void skip_element(struct parser *ps, int depth)
+{
+	skip(ps, depth + 1);
+}
+
+static void env_element(struct parser *ps, int ctx)
+{
+	(void)ctx;
+	if (st.nenv >= MAX_ENV)
+		ps->bad = 1;
+	else
+		st.env[st.nenv++] = str(ps);
+}
+
+static void skip_member(struct parser *ps, const char *k, int depth)
+{
+	(void)k;
+	skip(ps, depth + 1);
+}
+
+static void skip(struct parser *ps, int depth)
+{
+	ws(ps);
+	if (depth > 32) {
+		ps->bad = 1;
+		return;
+	}
+	switch (*ps->p) {
+	case '"': {
+		unsigned long mark = pool_used;
+
+		str(ps);
+		pool_used = mark;
+		return;
+	}
+	case '{':
+		object(ps, skip_member, depth);
+		return;
+	case '[':
+		array(ps, skip_element, depth);
+		return;
+	default:
+		if (starts(ps->p, "true"))
+			ps->p += 4;
+		else if (starts(ps->p, "false"))
+			ps->p += 5;
+		else if (starts(ps->p, "null"))
+			ps->p += 4;
+		else if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
+			ps->p++;
+			while ((*ps->p >= '0' && *ps->p <= '9') || *ps->p == '.' || *ps->p == 'e' ||
+			       *ps->p == 'E' || *ps->p == '+' || *ps->p == '-')
+				ps->p++;
+		} else
+			ps->bad = 1;
+	}
+}
+
+static void holder_member(struct parser *ps, const char *k, int ctx)
+{
+	(void)ctx;
+	if (seq(k, "pid"))
+		st.pid = num(ps);
+	else if (seq(k, "start"))
+		st.start = num(ps);
+	else
+		skip(ps, 1);
+}
+
+static void paths_member(struct parser *ps, const char *k, int ctx)
+{
+	(void)ctx;
+	for (int c = 0; c < NCG; c++)
+		if (seq(k, cg_names[c])) {
+			st.v1[c] = str(ps);
+			return;
+		}
+	ps->bad = 1; /* a controller this front does not know */
+}
+
+static void cgroup_member(struct parser *ps, const char *k, int ctx)
+{
+	(void)ctx;
+	if (seq(k, "version"))
+		st.cgver = (int)num(ps);
+	else if (seq(k, "path"))
+		st.v2 = str(ps);
+	else if (seq(k, "paths"))
+		object(ps, paths_member, 0);
+	else
+		skip(ps, 1);
+}
+
+static void top_member(struct parser *ps, const char *k, int ctx)
+{
+	(void)ctx;
+	if (seq(k, "id"))
+		st.id = str(ps);
+	else if (seq(k, "hostname"))
+		st.hostname = str(ps);
+	else if (seq(k, "net"))
+		st.net = str(ps);
+	else if (seq(k, "class"))
+		st.cls = str(ps);
+	else if (seq(k, "holder"))
+		object(ps, holder_member, 0);
+	else if (seq(k, "cgroup"))
+		object(ps, cgroup_member, 0);
+	else if (seq(k, "userns")) {
+		ws(ps);
+		st.userns = *ps->p == '{';
+		skip(ps, 1);
+	} else if (seq(k, "env"))
+		array(ps, env_element, 0);
+	else
+		skip(ps, 1);
+}
+
+/* ---- the exec ---- */
+
+static char *const *orig_argv;
+static char *const *orig_envp;
+
+/* Hand everything to the full dsec-exec, as if it had been run. */
+__attribute__((noreturn)) static void full(void)
+{
+	static char self[4096], path[4200];
+	long n = S4(__NR_readlinkat, AT_FDCWD_, "/proc/self/exe", self, sizeof(self) - 1);
+	char *slash = 0;
+
+	if (n > 0) {
+		self[n] = '\0';
+		for (char *p = self; *p; p++)
+			if (*p == '/')
+				slash = p;
+	}
+	if (slash) {
+		*slash = '\0';
+		path[0] = '\0';
+		/* the build tree: build/libexec/dsec-exec; installed: ../libexec/dsec/dsec-exec */
+		if (!cat(path, sizeof(path), self) &&
+		    !cat(path, sizeof(path), "/libexec/dsec-exec"))
+			S3(__NR_execve, path, orig_argv, orig_envp);
+		path[0] = '\0';
+		if (!cat(path, sizeof(path), self) &&
+		    !cat(path, sizeof(path), "/../libexec/dsec/dsec-exec"))
+			S3(__NR_execve, path, orig_argv, orig_envp);
+	}
+	sys_write(2, "dsec-exec: error: the full dsec-exec (libexec/dsec/dsec-exec) is missing\n",
+		  74);
+	sys_exit(125);
+}
+
+static const char *getenv_(const char *name)
+{
+	unsigned long n = slen(name);
+
+	for (char *const *e = orig_envp; *e; e++)
+		if (starts(*e, name) && (*e)[n] == '=')
+			return *e + n + 1;
+	return 0;
+}
+
+/* The command's environment: PATH, HOME, HOSTNAME, then the sandbox's own (a later one of a
+ * name replaces an earlier one), as dsec_env_init builds it. */
+static char *envp_buf[MAX_ENV + 8];
+static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+static char env_home[] = "HOME=/root";
+static char env_host[128];
+
+static int env_put(int n, char *kv)
+{
+	unsigned long k = 0;
+
+	while (kv[k] && kv[k] != '=')
+		k++;
+	if (!kv[k] || !k)
+		return -1; /* "K" alone takes the host's value: the full one does that */
+	for (int i = 0; i < n; i++) {
+		unsigned long j = 0;
+
+		while (j < k && envp_buf[i][j] == kv[j])
+			j++;
+		if (j == k && envp_buf[i][k] == '=') {
+			envp_buf[i] = kv;
+			return n;
+		}
+	}
+	envp_buf[n++] = kv;
+	return n;
+}
+
+static int build_env(void)
+{
+	int n = 0;
+
+	n = env_put(n, env_path);
+	n = env_put(n, env_home);
+	if (st.hostname && st.hostname[0]) {
+		env_host[0] = '\0';
+		if (cat(env_host, sizeof(env_host), "HOSTNAME=") ||
+		    cat(env_host, sizeof(env_host), st.hostname))
+			return -1;
+		n = env_put(n, env_host);
+	}
+	for (int i = 0; i < st.nenv && n >= 0; i++)
+		n = env_put(n, st.env[i]);
+	if (n < 0)
+		return -1;
+	envp_buf[n] = 0;
+	return 0;
+}
+
+/* execve argv[0] as exec.c's exec_search does: as is with a '/', else in the PATH of envp. */
+static void exec_search(char *const *argv)
+{
+	static char buf[4096];
+	const char *file = argv[0], *path = 0;
+
+	for (int i = 0; envp_buf[i]; i++)
+		if (starts(envp_buf[i], "PATH="))
+			path = envp_buf[i] + 5;
+	for (const char *s = file; *s; s++)
+		if (*s == '/') {
+			S3(__NR_execve, file, argv, envp_buf);
+			return;
+		}
+	for (const char *p = path;; p++) {
+		const char *end = p;
+		unsigned long dl;
+
+		while (*end && *end != ':')
+			end++;
+		dl = (unsigned long)(end - p);
+		if (dl + slen(file) + 3 <= sizeof(buf)) {
+			memcpy(buf, p, dl);
+			if (!dl)
+				buf[dl++] = '.';
+			buf[dl] = '/';
+			memcpy(buf + dl + 1, file, slen(file) + 1);
+			S3(__NR_execve, buf, argv, envp_buf);
+		}
+		if (!*end)
+			return;
+		p = end;
+	}
+}
+
+/* stdio the command may have as it is: a terminal or other character device, a pipe, a
+ * socket. Anything else (a host file, a directory, an O_PATH descriptor, a closed one) is the
+ * full one's to handle. */
+static int plain_stdio(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		struct statx sx;
+		long fl = S2(__NR_fcntl, fd, F_GETFL);
+		unsigned t;
+
+		if (fl < 0 || (fl & O_PATH) ||
+		    S5(__NR_statx, fd, "", AT_EMPTY_PATH_, STATX_TYPE, &sx) < 0)
+			return 0;
+		t = sx.stx_mode & 0170000;
+		if (t != 0020000 && t != 0010000 && t != 0140000) /* chr, fifo, sock */
+			return 0;
+	}
+	return 1;
+}
+
+/* The holder is the process the state names: same start time, not a zombie. */
+static int holder_ok(int pidfd)
+{
+	static char buf[1024], path[64];
+	char num_[24], *p, *last = 0;
+	int field = 2;
+	unsigned long long start = 0;
+
+	(void)pidfd;
+	path[0] = '\0';
+	utoa(st.pid, num_);
+	if (cat(path, sizeof(path), "/proc/") || cat(path, sizeof(path), num_) ||
+	    cat(path, sizeof(path), "/stat") || read_file(path, buf, sizeof(buf)) < 0)
+		return 0;
+	for (p = buf; *p; p++)
+		if (*p == ')')
+			last = p;
+	if (!last)
+		return 0;
+	for (p = last + 1; *p && field < 22; p++)
+		if (*p == ' ') {
+			field++;
+			if (field == 3 && p[1] == 'Z')
+				return 0;
+		}
+	while (*p >= '0' && *p <= '9')
+		start = start * 10 + (unsigned long long)(*p++ - '0');
+	return field == 22 && start == st.start;
+}
+
+/* Is the sandbox paused? 1, 0, or -1 when that cannot be told. */
+static int frozen(void)
+{
+	static char path[4200], buf[256];
+
+	path[0] = '\0';
+	if (st.cgver == 2) {
+		if (cat(path, sizeof(path), st.v2) || cat(path, sizeof(path), "/cgroup.freeze") ||
+		    read_file(path, buf, sizeof(buf)) < 0)
+			return -1;
+		return buf[0] != '0';
+	}
+	if (!st.v1[4])
+		return 0;
+	if (cat(path, sizeof(path), st.v1[4]) || cat(path, sizeof(path), "/freezer.state") ||
+	    read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	return !starts(buf, "THAWED");
+}
+
+extern const struct sock_filter dsec_seccomp_builtin[];
+extern const unsigned dsec_seccomp_builtin_len;
+
+/* The command's process, right after the clone: in the sandbox's pid namespace (and cgroup on
+ * v2). Any failure: a byte on errfd, exit; the parent hands over to the full one. */
+__attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, char *const *argv)
+{
+	static char path[4200];
+	struct __user_cap_header_struct ch = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct cd[2];
+	struct sock_fprog prog = {(unsigned short)dsec_seccomp_builtin_len,
+				  (struct sock_filter *)dsec_seccomp_builtin};
+	unsigned long long none = 0;
+	uint64_t keep = DSEC_CAPS_DEFAULT_MASK;
+
+	S5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (st.cls && seq(st.cls, "be")) { /* resource.c: dsec_res_exec_child */
+		int p[1] = {0}, fd;
+
+		S3(__NR_sched_setscheduler, 0, SCHED_IDLE_, p);
+		if ((fd = sys_open("/proc/self/oom_score_adj", O_WRONLY)) >= 0) {
+			sys_write(fd, "500", 3);
+			sys_close(fd);
+		}
+	}
+	for (int c = 0; st.cgver == 1 && c < NCG; c++) {
+		int fd;
+
+		if (!st.v1[c])
+			continue;
+		path[0] = '\0';
+		if (cat(path, sizeof(path), st.v1[c]) || cat(path, sizeof(path), "/tasks") ||
+		    (fd = sys_open(path, O_WRONLY)) < 0)
+			goto fail;
+		if (sys_write(fd, "0", 1) != 1)
+			goto fail;
+		sys_close(fd);
+	}
+	if (S2(__NR_setns, pidfd, nsflags & ~CLONE_NEWPID) < 0)
+		goto fail;
+	if (st.userns) {
+		S2(__NR_setgroups, 0, 0);
+		if (S3(__NR_setresgid, 0, 0, 0) < 0 || S3(__NR_setresuid, 0, 0, 0) < 0)
+			goto fail;
+	}
+	/* host descriptors: 0-2 stay (kept open across exec), everything else goes now */
+	for (int fd = 0; fd < 3; fd++)
+		if (S3(__NR_fcntl, fd, F_SETFD, 0) < 0)
+			goto fail;
+	if ((errfd > 3 && S3(__NR_close_range, 3, errfd - 1, 0) < 0) ||
+	    S3(__NR_close_range, errfd + 1, ~0U, 0) < 0)
+		goto fail;
+	if (S1(__NR_chdir, "/") < 0)
+		goto fail;
+	for (long sig = 1; sig <= 64; sig++) {
+		struct {
+			void *handler;
+			unsigned long flags;
+			void *restorer;
+			unsigned long long mask;
+		} dfl = {0, 0, 0, 0};
+
+		if (sig != SIGKILL_ && sig != SIGSTOP_)
+			S4(__NR_rt_sigaction, sig, &dfl, 0, 8);
+	}
+	S4(__NR_rt_sigprocmask, SIG_SETMASK_, &none, 0, 8);
+	if (S5(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		goto fail;
+	/* caps.c: dsec_caps_apply, the default set */
+	for (long c = 0; c < 64; c++) {
+		if (keep & (1ULL << c))
+			continue;
+		if (S5(__NR_prctl, PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+			long e = S5(__NR_prctl, PR_CAPBSET_READ, c, 0, 0, 0);
+
+			if (e < 0) /* EINVAL: beyond this kernel's capabilities */
+				break;
+			if (e != 0)
+				goto fail;
+		}
+	}
+	if (S5(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		goto fail;
+	cd[0].effective = cd[0].permitted = (uint32_t)keep;
+	cd[1].effective = cd[1].permitted = (uint32_t)(keep >> 32);
+	cd[0].inheritable = cd[1].inheritable = 0;
+	if (S2(__NR_capset, &ch, cd) < 0)
+		goto fail;
+	if (!dsec_seccomp_builtin_len || S3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		goto fail;
+	exec_search(argv);
+fail:
+	sys_write(errfd, "x", 1);
+	sys_exit(125);
+}
+
+struct clone_args_ {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
+};
+
+void front_main(long *sp) __attribute__((noreturn, used));
+void front_main(long *sp)
+{
+	static char run_buf[4096], path[4400], state[1 << 16];
+	long argc = sp[0];
+	char **argv = (char **)(sp + 1);
+	const char *run = 0, *id, *fast = 0;
+	int i = 1, pidfd, nsflags, cpidfd = -1, cgfd = -1, ep[2], sfd;
+	unsigned long long mask;
+	struct parser ps;
+	struct clone_args_ ca;
+	long pid;
+
+	orig_argv = argv;
+	orig_envp = argv + argc + 1;
+	fast = getenv_("DSEC_EXEC_FAST");
+	if (fast && seq(fast, "0"))
+		full();
+	/* [--run DIR | --run=DIR | --root ... | -q]... ID [--] CMD... */
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (seq(argv[i], "--run") && i + 1 < argc)
+			run = argv[++i];
+		else if (starts(argv[i], "--run="))
+			run = argv[i] + 6;
+		else if (seq(argv[i], "--root") && i + 1 < argc)
+			i++;
+		else if (starts(argv[i], "--root=") || seq(argv[i], "-q") ||
+			 seq(argv[i], "--quiet"))
+			;
+		else
+			full();
+	}
+	if (i >= argc || seq(argv[i], "cp") || !starts(argv[i], "sb-"))
+		full();
+	id = argv[i++];
+	for (const char *c = id + 3; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+			full();
+	if (i < argc && seq(argv[i], "--"))
+		i++;
+	if (i >= argc || !plain_stdio())
+		full();
+	if (!run)
+		run = getenv_("DSEC_RUN");
+	if (!run || !run[0])
+		run = "/run/dsec";
+	run_buf[0] = path[0] = '\0';
+	if (cat(run_buf, sizeof(run_buf), run) || cat(path, sizeof(path), run_buf) ||
+	    cat(path, sizeof(path), "/sandboxes/") || cat(path, sizeof(path), id) ||
+	    cat(path, sizeof(path), "/claim.json"))
+		full();
+	/* a claimed pool sandbox: what the claim changed is the full one's to merge */
+	if (S4(__NR_faccessat, AT_FDCWD_, path, 0, 0) == 0)
+		full();
+	path[slen(path) - slen("claim.json")] = '\0';
+	if (cat(path, sizeof(path), "sandbox.json") || read_file(path, state, sizeof(state)) < 0)
+		full();
+	ps.p = state;
+	ps.bad = 0;
+	object(&ps, top_member, 0);
+	if (ps.bad || !st.id || !seq(st.id, id) || !st.pid || !st.start ||
+	    (st.cgver != 1 && st.cgver != 2) || (st.cgver == 2 && !st.v2) ||
+	    (st.cgver == 1 && (!st.v1[0] || !st.v1[3])) || !st.net || build_env() < 0)
+		full();
+	if (frozen() != 0) /* a paused sandbox: the full one resumes it first */
+		full();
+	pidfd = (int)S2(__NR_pidfd_open, st.pid, 0);
+	if (pidfd < 0 || !holder_ok(pidfd))
+		full();
+	nsflags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
+	if (!seq(st.net, "host"))
+		nsflags |= CLONE_NEWNET;
+	if (st.userns)
+		nsflags |= CLONE_NEWUSER;
+	if (st.cgver == 2 && (cgfd = sys_open(st.v2, O_RDONLY | O_DIRECTORY)) < 0)
+		full();
+	/* signals for the command, blocked from now and read from a signalfd */
+	mask = (1ULL << (1 - 1)) | (1ULL << (2 - 1)) | (1ULL << (3 - 1)) | (1ULL << (10 - 1)) |
+	       (1ULL << (12 - 1)) | (1ULL << (15 - 1)) | (1ULL << (18 - 1));
+	S4(__NR_rt_sigprocmask, SIG_BLOCK_, &mask, 0, 8);
+	if (S2(__NR_pipe2, ep, O_CLOEXEC) < 0 || S2(__NR_setns, pidfd, CLONE_NEWPID) < 0)
+		full();
+	memset(&ca, 0, sizeof(ca));
+	ca.flags = CLONE_PIDFD | (cgfd >= 0 ? CLONE_INTO_CGROUP : 0);
+	ca.pidfd = (uint64_t)(unsigned long)&cpidfd;
+	ca.exit_signal = SIGCHLD_;
+	ca.cgroup = (uint64_t)(cgfd >= 0 ? cgfd : 0);
+	pid = S2(__NR_clone3, &ca, sizeof(ca));
+	if (pid == 0)
+		child(pidfd, nsflags, ep[1], argv + i);
+	if (pid < 0)
+		full();
+	sys_close(ep[1]);
+	{
+		char c;
+		long r;
+
+		while ((r = sys_read(ep[0], &c, 1)) < 0 && r == -EINTR_)
+			;
+		if (r != 0) { /* setup failed before the command ran: the full one, from scratch */
+			struct {
+				long pad[16];
+			} info;
+
+			S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0);
+			full();
+		}
+	}
+	sys_close(ep[0]);
+	sfd = (int)S4(__NR_signalfd4, -1, &mask, 8, O_CLOEXEC);
+	for (;;) {
+		struct {
+			int fd;
+			short events, revents;
+		} pf[2] = {{cpidfd, POLLIN_, 0}, {sfd, POLLIN_, 0}};
+		struct signalfd_siginfo si;
+
+		if (S5(__NR_ppoll, pf, sfd >= 0 ? 2 : 1, 0, 0, 8) < 0)
+			continue;
+		if (sfd >= 0 && (pf[1].revents & POLLIN_) &&
+		    sys_read(sfd, &si, sizeof(si)) == (long)sizeof(si)) {
+			/* typed at the terminal: the command, in our process group, has it too */
+			if (!((si.ssi_signo == SIGINT_ || si.ssi_signo == SIGQUIT_) &&
+			      si.ssi_code == SI_KERNEL_))
+				S4(__NR_pidfd_send_signal, cpidfd, si.ssi_signo, 0, 0);
+		}
+		if (pf[0].revents & POLLIN_) {
+			struct {
+				int signo, errno_, code, pad;
+				int pid, uid, status;
+				int more[25];
+			} info;
+
+			memset(&info, 0, sizeof(info));
+			if (S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0) < 0)
+				sys_exit(125);
+			/* CLD_EXITED 1; CLD_KILLED 2, CLD_DUMPED 3 */
+			sys_exit(info.code == 1 ? (info.status & 0xff)
+						: 128 + (info.status & 0x7f));
+		}
+	}
+}
