@@ -83,14 +83,21 @@ sb_cgroup() {
 	[ "$(waiter env DSEC_EXEC_FAST=0 dsec-exec "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	[ "$(waiter dsec-exec -w /tmp "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	[ "$(waiter dsec-exec --timeout 9 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
-	# a host file as stdout goes through the full one's relay
+	# host files as stdio: relayed through pipes by the front too; a directory: the full one
+	# refuses it
 	local pid
-	dsec-exec "$ID" -- sleep 5 </dev/null >"$TESTDIR/out" 2>&1 &
+	seq 1 50000 >"$TESTDIR/in"
+	dsec-exec "$ID" -- sh -c 'sleep 1; wc -l; for f in 0 1 2; do readlink /proc/self/fd/$f; done' \
+		<"$TESTDIR/in" >"$TESTDIR/out" 2>&1 &
 	pid=$!
 	sleep 0.5
-	[ "$(readlink "/proc/$pid/exe")" = "$TOP/build/libexec/dsec-exec" ]
-	kill "$pid"
-	wait "$pid" || true
+	[ "$(readlink "/proc/$pid/exe")" = "$TOP/build/dsec-exec" ]
+	wait "$pid"
+	[ "$(head -n 1 "$TESTDIR/out")" = 50000 ]
+	[ "$(grep -c '^pipe:' "$TESTDIR/out")" = 3 ]
+	run dsec-exec "$ID" -- true <"$TESTDIR"
+	[ "$status" -eq 125 ]
+	[[ "$output" == *"directory"* ]]
 	# and both give the command the same world: ids, capabilities, no_new_privs, seccomp,
 	# descriptors, cwd, cgroups, namespaces, environment, exit statuses
 	local c a b

@@ -14,11 +14,12 @@
  * sandbox's environment, argv[0] searched in its PATH inside. Signals sent to dsec-exec go to
  * the command; the exit status is the command's, 128+N when a signal killed it.
  *
- * It hands over, before doing anything that shows, whenever the request is not that plain:
- * any other option, a state it does not expect (a claim file, a paused sandbox, an escape in a
- * string it needs), stdio that is a host file or directory (the full one relays files through
- * pipes and refuses directories), or any failure up to the command's execve (the full one then
- * does it all again and says what failed). DSEC_EXEC_FAST=0 always hands over. */
+ * Host files as stdio are relayed through pipes, as the full one does. It hands over, before
+ * doing anything that shows, whenever the request is not that plain: any other option, a state
+ * it does not expect (a claim file, a paused sandbox, an escape in a string it needs), a
+ * directory or O_PATH descriptor as stdio (the full one refuses it), or any failure up to the
+ * command's execve (the full one then does it all again and says what failed).
+ * DSEC_EXEC_FAST=0 always hands over. */
 
 #include <asm/unistd.h>
 #include <linux/capability.h>
@@ -607,24 +608,87 @@ static void exec_search(char *const *argv)
 	}
 }
 
+/* Host files as stdio reach the command through pipes, as the full one relays them
+ * (dsec-exec.c): handed over as they are, it could reopen them through /proc/self/fd/N and
+ * read the rest of a shared log. */
+static struct relay {
+	int file, pipe, cmd; /* the host file, our end of the pipe, the command's; -1 none */
+	int in;              /* 1: file -> pipe (stdin), 0: pipe -> file */
+	long off, len;
+	char buf[65536];
+} relays[3];
+
 /* stdio the command may have as it is: a terminal or other character device, a pipe, a
- * socket. Anything else (a host file, a directory, an O_PATH descriptor, a closed one) is the
- * full one's to handle. */
+ * socket; a file or block device gets a relay. Anything else (a directory, an O_PATH
+ * descriptor, a closed one) is the full one's to handle (it refuses a directory). 1 or 0. */
 static int plain_stdio(void)
 {
 	for (int fd = 0; fd < 3; fd++) {
+		struct relay *r = &relays[fd];
 		struct statx sx;
 		long fl = S2(__NR_fcntl, fd, F_GETFL);
 		unsigned t;
+		int p[2];
 
+		r->file = r->pipe = r->cmd = -1;
 		if (fl < 0 || (fl & O_PATH) ||
 		    S5(__NR_statx, fd, "", AT_EMPTY_PATH_, STATX_TYPE, &sx) < 0)
 			return 0;
 		t = sx.stx_mode & 0170000;
-		if (t != 0020000 && t != 0010000 && t != 0140000) /* chr, fifo, sock */
+		if (t == 0020000 || t == 0010000 || t == 0140000) /* chr, fifo, sock */
+			continue;
+		if (t != 0100000 && t != 0060000) /* neither a file nor a block device */
 			return 0;
+		if (S2(__NR_pipe2, p, O_CLOEXEC) < 0)
+			return 0;
+		r->file = fd;
+		r->in = fd == 0;
+		r->pipe = r->in ? p[1] : p[0];
+		r->cmd = r->in ? p[0] : p[1];
+		S3(__NR_fcntl, r->pipe, F_SETFL, O_NONBLOCK);
 	}
 	return 1;
+}
+
+static void relay_stop(struct relay *r)
+{
+	if (r->pipe >= 0)
+		sys_close(r->pipe);
+	r->pipe = -1;
+}
+
+/* Move what can move without blocking on the pipe. */
+static void relay_step(struct relay *r)
+{
+	long n;
+
+	if (r->pipe < 0)
+		return;
+	if (r->in) {
+		if (r->off == r->len) {
+			n = sys_read(r->file, r->buf, sizeof(r->buf));
+			if (n <= 0) {
+				relay_stop(r); /* the end of the file: the command's end of input */
+				return;
+			}
+			r->off = 0;
+			r->len = n;
+		}
+		n = sys_write(r->pipe, r->buf + r->off, (unsigned long)(r->len - r->off));
+		if (n > 0)
+			r->off += n;
+		else if (n != -EAGAIN_ && n != -EINTR_)
+			relay_stop(r); /* the command closed its input */
+		return;
+	}
+	while ((n = sys_read(r->pipe, r->buf, sizeof(r->buf))) > 0)
+		for (long o = 0, w; o < n; o += w)
+			if ((w = sys_write(r->file, r->buf + o, (unsigned long)(n - o))) <= 0) {
+				relay_stop(r);
+				return;
+			}
+	if (n == 0 || (n != -EAGAIN_ && n != -EINTR_))
+		relay_stop(r);
 }
 
 /* The holder is the process the state names: same start time, not a zombie. */
@@ -722,9 +786,11 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 		if (S3(__NR_setresgid, 0, 0, 0) < 0 || S3(__NR_setresuid, 0, 0, 0) < 0)
 			goto fail;
 	}
-	/* host descriptors: 0-2 stay (kept open across exec), everything else goes now */
+	/* host descriptors: 0-2 stay (kept open across exec), or become the relays' pipes;
+	 * everything else goes now */
 	for (int fd = 0; fd < 3; fd++)
-		if (S3(__NR_fcntl, fd, F_SETFD, 0) < 0)
+		if (relays[fd].cmd >= 0 ? S3(__NR_dup3, relays[fd].cmd, fd, 0) < 0
+					: S3(__NR_fcntl, fd, F_SETFD, 0) < 0)
 			goto fail;
 	if ((errfd > 3 && S3(__NR_close_range, 3, errfd - 1, 0) < 0) ||
 	    S3(__NR_close_range, errfd + 1, ~0U, 0) < 0)
@@ -786,7 +852,7 @@ void front_main(long *sp)
 	char **argv = (char **)(sp + 1);
 	const char *run = 0, *id, *fast = 0;
 	int i = 1, pidfd, nsflags, cpidfd = -1, cgfd = -1, ep[2], sfd;
-	unsigned long long mask;
+	unsigned long long mask, blocked;
 	struct parser ps;
 	struct clone_args_ ca;
 	long pid;
@@ -857,7 +923,9 @@ void front_main(long *sp)
 	/* signals for the command, blocked from now and read from a signalfd */
 	mask = (1ULL << (1 - 1)) | (1ULL << (2 - 1)) | (1ULL << (3 - 1)) | (1ULL << (10 - 1)) |
 	       (1ULL << (12 - 1)) | (1ULL << (15 - 1)) | (1ULL << (18 - 1));
-	S4(__NR_rt_sigprocmask, SIG_BLOCK_, &mask, 0, 8);
+	/* and SIGPIPE: a command that closed its input makes a relay's write fail, not us die */
+	blocked = mask | (1ULL << (13 - 1));
+	S4(__NR_rt_sigprocmask, SIG_BLOCK_, &blocked, 0, 8);
 	if (S2(__NR_pipe2, ep, O_CLOEXEC) < 0 || S2(__NR_setns, pidfd, CLONE_NEWPID) < 0)
 		full();
 	memset(&ca, 0, sizeof(ca));
@@ -887,16 +955,34 @@ void front_main(long *sp)
 		}
 	}
 	sys_close(ep[0]);
+	for (int fd = 0; fd < 3; fd++)
+		if (relays[fd].cmd >= 0)
+			sys_close(relays[fd].cmd);
 	sfd = (int)S4(__NR_signalfd4, -1, &mask, 8, O_CLOEXEC);
-	for (;;) {
+	for (int exited = 0;;) {
 		struct {
 			int fd;
 			short events, revents;
-		} pf[2] = {{cpidfd, POLLIN_, 0}, {sfd, POLLIN_, 0}};
+		} pf[5] = {{cpidfd, POLLIN_, 0}, {sfd, POLLIN_, 0}};
 		struct signalfd_siginfo si;
+		int n = 2, busy = 0;
+		struct {
+			long sec, nsec;
+		} zero = {0, 0};
 
-		if (S5(__NR_ppoll, pf, sfd >= 0 ? 2 : 1, 0, 0, 8) < 0)
+		for (int fd = 0; fd < 3; fd++)
+			if (relays[fd].pipe >= 0) {
+				pf[n].fd = relays[fd].pipe;
+				pf[n++].events = relays[fd].in ? 4 /* POLLOUT */ : POLLIN_;
+				busy = 1;
+			}
+		if (S5(__NR_ppoll, pf, n, exited ? &zero : 0, 0, 8) < 0 && !exited)
 			continue;
+		for (int fd = 0; fd < 3; fd++)
+			relay_step(&relays[fd]);
+		if (exited) /* the round after the exit has taken what the pipes held */
+			sys_exit(exited - 1);
+		(void)busy;
 		if (sfd >= 0 && (pf[1].revents & POLLIN_) &&
 		    sys_read(sfd, &si, sizeof(si)) == (long)sizeof(si)) {
 			/* typed at the terminal: the command, in our process group, has it too */
@@ -911,12 +997,16 @@ void front_main(long *sp)
 				int more[25];
 			} info;
 
+			if (exited)
+				continue;
 			memset(&info, 0, sizeof(info));
 			if (S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0) < 0)
 				sys_exit(125);
 			/* CLD_EXITED 1; CLD_KILLED 2, CLD_DUMPED 3 */
-			sys_exit(info.code == 1 ? (info.status & 0xff)
-						: 128 + (info.status & 0x7f));
+			exited = 1 + (info.code == 1 ? (info.status & 0xff)
+						     : 128 + (info.status & 0x7f));
+			/* what it wrote before it exited is in the pipes: one more round takes it
+			 * (processes it left behind keep no hold on us) */
 		}
 	}
 }
