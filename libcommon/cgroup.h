@@ -97,7 +97,7 @@ int dsec_cgroup_usage(const struct dsec_sandbox *sb, struct dsec_cgroup_usage *u
  * a name present in several v1 hierarchies comes once per hierarchy. */
 /* Spare cgroups (cgspare.c; cgroup v1): a reaped sandbox's cgroups kept, emptied, for the next
  * sandbox of the run dir, which then skips the kernel's per-cgroup costs that grow with the
- * number of live sandboxes. $DSEC_SPARE_CGROUPS caps how many a run dir keeps (default 256, 0
+ * number of live sandboxes. $DSEC_SPARE_CGROUPS caps how many a run dir keeps (default 1024, 0
  * none).
  *
  * dsec_cgspare_put: sb's cgroups, whose processes are all gone (dsec_cgroup_kill), become a

@@ -36,9 +36,9 @@
 
 #define SPARE_DIR "cgspare"
 #define SPARE_PREFIX "spare-"
-#define SPARE_DEFAULT 256
+#define SPARE_DEFAULT 1024
 
-/* How many spares a run dir keeps: $DSEC_SPARE_CGROUPS, default 256; 0 turns them off. */
+/* How many spares a run dir keeps: $DSEC_SPARE_CGROUPS, default 1024; 0 turns them off. */
 static long spare_max(void)
 {
 	static long max = -1;
