@@ -271,6 +271,10 @@ static int net_bytes(const struct dsec_sandbox *sb, uint64_t *rx, uint64_t *tx)
 	*rx = *tx = 0;
 	if (sb->net == DSEC_NET_HOST || sb->holder_pid <= 0)
 		return -1;
+	/* --net none: loopback is all there is, and nothing in the sandbox may add another
+	 * interface (the namespace is the host's to configure): 0 without reading */
+	if (sb->net == DSEC_NET_NONE)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/net/dev", (int)sb->holder_pid);
 	if (dsec_read_proc(path, buf, sizeof(buf)) < 0)
 		return -1;
