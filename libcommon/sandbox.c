@@ -694,9 +694,18 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	if (dsec_template_layers(p, cached_template, &cached_img, err) < 0)
 		return -1;
 	if (!have_map) {
-		if (dsec_template_idmap(p, &map, err) < 0 ||
-		    (map.count && dsec_userns_owners(&owner_base, err) < 0))
+		struct dsec_err oerr = {0};
+
+		if (dsec_template_idmap(p, &map, err) < 0)
 			return -1;
+		/* a read-only /etc/subuid that holds dsec's range but no owners' block: the
+		 * sandboxes still run, owned by root as before, and say what they lack */
+		if (map.count && dsec_userns_owners(&owner_base, &oerr) < 0) {
+			dsec_warnx("user namespace owners: %s: every sandbox shares host root's "
+				   "per-user limits (inotify instances)",
+				   oerr.msg);
+			owner_base = 0;
+		}
 		have_map = 1;
 	}
 	spec.map = map;
