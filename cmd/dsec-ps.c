@@ -116,7 +116,7 @@ static json_t *record(const struct dsec_sandbox *sb)
 }
 
 /* --node: {"node":…,"cpu":{"capacity":…,"ratio":…,"allowed":…,"requested":…},…,
- * "io_device":…} */
+ * "io_device":…,"spare_cgroups":N} */
 static int node_record(void)
 {
 	struct dsec_err err = {0};
@@ -137,6 +137,7 @@ static int node_record(void)
 					      (double)sum[r] / k));
 	}
 	json_object_set_new(rec, "io_device", n->io_dev[0] ? json_string(n->io_dev) : json_null());
+	json_object_set_new(rec, "spare_cgroups", json_integer(dsec_cgspare_count(&paths)));
 	emit(rec);
 	return 0;
 }

@@ -114,6 +114,8 @@ int dsec_cgroup_usage(const struct dsec_sandbox *sb, struct dsec_cgroup_usage *u
 int dsec_cgspare_put(const struct dsec_paths *p, const struct dsec_sandbox *sb);
 int dsec_cgspare_take(const struct dsec_paths *p, struct dsec_sandbox *sb);
 void dsec_cgspare_clear(const struct dsec_paths *p, int all);
+/* How many spares the run dir holds (dsec-ps --node). */
+long dsec_cgspare_count(const struct dsec_paths *p);
 
 typedef int (*dsec_cgroup_fn)(const char *name, void *ctx);
 int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx,

@@ -96,7 +96,7 @@ static int is_marker(const char *name)
 /* How many markers there are. A readdir of the whole dir at every reap grew with the spares
  * (a fifth of a reap with 1,000): on a tmpfs (where the run dir belongs) a dir's size is 20
  * bytes an entry, which bounds it in one stat; elsewhere, count. */
-static long count_spares(const struct dsec_paths *p)
+long dsec_cgspare_count(const struct dsec_paths *p)
 {
 	char dir[PATH_MAX];
 	struct dirent *e;
@@ -179,7 +179,7 @@ int dsec_cgspare_put(const struct dsec_paths *p, const struct dsec_sandbox *sb)
 
 	/* only a state read whole: the taker trusts its limits to be what the dirs hold */
 	if (sb->cg.version != 1 || !sb->image[0] || sb->cg.v1[DSEC_CG_BLKIO][0] || !spare_max() ||
-	    count_spares(p) >= spare_max() || !empty_all(&sb->cg))
+	    dsec_cgspare_count(p) >= spare_max() || !empty_all(&sb->cg))
 		return 1;
 	if (getrandom(r, sizeof(r), 0) != sizeof(r))
 		return 1;

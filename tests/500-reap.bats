@@ -44,6 +44,7 @@ spares() { ls "$DSEC_RUN/cgspare" 2>/dev/null | grep -c '^spare-.*\.json$' || tr
 	# gone under its name, kept as a spare with its marker
 	[ ! -e "$(cg_parent_of memory)/$a" ]
 	[ "$(spares)" = 1 ]
+	[ "$(dsec-ps --node | jq .spare_cgroups)" = 1 ]
 	ls "$(cg_parent_of memory)" | grep -q '^spare-'
 	spawn_one
 	b=$ID
