@@ -13,6 +13,12 @@ dsec_setup() {
 	TESTDIR=$(mktemp -d /tmp/dsec-t.XXXXXX)
 	export DSEC_ROOT="$TESTDIR/root" DSEC_RUN="$TESTDIR/run"
 	mkdir -p "$DSEC_ROOT" "$DSEC_RUN"
+	dsec_cgroup_dirs >"$TESTDIR/.cgroups-before"
+}
+
+# Every cgroup dir of dsec's naming on the host, v1 and v2 (parents are dsec or dsec-*).
+dsec_cgroup_dirs() {
+	find /sys/fs/cgroup -mindepth 1 -maxdepth 2 -type d -name 'dsec*' 2>/dev/null | sort
 }
 
 # Reap whatever the test left, then remove the dir. Runs also when the test failed.
@@ -30,6 +36,14 @@ dsec_teardown() {
 			rmdir "$d" 2>/dev/null || true
 		done
 	fi
+	# any other dsec cgroup that appeared during the test (another run dir it used, or a
+	# process of it that outlived it) is a leak too; the bench's own parents it removes itself
+	for d in $(comm -13 "$TESTDIR/.cgroups-before" <(dsec_cgroup_dirs)); do
+		case "$d" in
+		*/"${DSEC_CGROUP_PARENT:-/}" | */dsec-bench-*) continue ;;
+		esac
+		leak="$leak $d($(find "$d" -mindepth 1 -maxdepth 1 -type d -printf '%f ' 2>/dev/null | head -c 200))"
+	done
 	# unmount anything of ours still mounted under the test dir, deepest first
 	local m
 	while read -r m; do
