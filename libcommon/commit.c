@@ -84,6 +84,8 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 		u.gid = sb.gid_base;
 		u.count = sb.id_count;
 	}
+	u.hostname = sb.hostname;
+	u.resolv = sb.net == DSEC_NET_HOST ? dsec_host_resolv() : NULL;
 	/* one consistent state: nothing in the sandbox writes while it is read */
 	if (dsec_cgroup_frozen(&sb) == 0) {
 		if (dsec_cgroup_freeze(&sb, 1, err) < 0)

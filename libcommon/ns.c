@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
+#include <linux/openat2.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -679,6 +680,165 @@ static int own(const char *path, const struct dsec_idmap *m, struct dsec_err *er
 	return 0;
 }
 
+/* Does the hosts text name name (a whole word after an address, outside comments)? */
+static int hosts_has(const char *text, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < n;) {
+		size_t e = i, w;
+		int first = 1;
+
+		while (e < n && text[e] != '\n')
+			e++;
+		for (w = i; w < e && text[w] != '#';) {
+			size_t s;
+
+			while (w < e && (text[w] == ' ' || text[w] == '\t'))
+				w++;
+			s = w;
+			while (w < e && text[w] != ' ' && text[w] != '\t' && text[w] != '#')
+				w++;
+			if (!first && w - s == len && !memcmp(text + s, name, len))
+				return 1;
+			if (w > s)
+				first = 0;
+		}
+		i = e + 1;
+	}
+	return 0;
+}
+
+static int write_all(int fd, const char *s, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, s, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		s += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The sandbox's /etc: its host name resolves (a line DSEC_HOSTS_SELF NAME in /etc/hosts, made
+ * with the localhost lines when the image has none), and with --net host the node's resolver
+ * is its resolver. Runs after the chroot and before /proc is mounted, so every path is the
+ * image's; an image without a directory /etc, or with a link at /etc/hosts, is left as it is
+ * (a link at /etc/resolv.conf is replaced: it would lead to the image's resolver). What is
+ * made is root's inside. */
+static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
+{
+	static const char head[] =
+	    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+	char text[8192], line[128];
+	struct stat st;
+	ssize_t n = 0;
+	int etc, fd, rc = 0;
+
+	etc = open("/etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (etc < 0)
+		return 0;
+	if (spec->hostname && spec->hostname[0]) {
+		int len = snprintf(line, sizeof(line), DSEC_HOSTS_SELF "%s\n", spec->hostname);
+
+		fd = openat(etc, "hosts", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+				n = read(fd, text, sizeof(text));
+			else
+				n = -1;
+			close(fd);
+			if (n >= 0 && !hosts_has(text, (size_t)n, spec->hostname)) {
+				fd = openat(etc, "hosts",
+					    O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+				if (fd < 0 ||
+				    (n > 0 && text[n - 1] != '\n' && write_all(fd, "\n", 1) < 0) ||
+				    write_all(fd, line, (size_t)len) < 0)
+					rc = dsec_err_sys(err, "write /etc/hosts");
+				if (fd >= 0)
+					close(fd);
+			}
+		} else if (errno == ENOENT) {
+			fd = openat(etc, "hosts",
+				    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+			if (fd < 0 || write_all(fd, head, sizeof(head) - 1) < 0 ||
+			    write_all(fd, line, (size_t)len) < 0 ||
+			    (spec->map.count && fchown(fd, spec->map.uid, spec->map.gid) < 0))
+				rc = dsec_err_sys(err, "make /etc/hosts");
+			if (fd >= 0)
+				close(fd);
+		}
+	}
+	if (rc == 0 && spec->resolv) {
+		if (fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode))
+			unlinkat(etc, "resolv.conf", 0);
+		fd = openat(etc, "resolv.conf",
+			    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    write_all(fd, spec->resolv, strlen(spec->resolv)) < 0 ||
+		    (spec->map.count && st.st_uid != spec->map.uid &&
+		     fchown(fd, spec->map.uid, spec->map.gid) < 0))
+			rc = dsec_err_sys(err, "write /etc/resolv.conf");
+		if (fd >= 0)
+			close(fd);
+	}
+	close(etc);
+	return rc;
+}
+
+int dsec_rootfs_rename_host(pid_t pid, const char *old, const char *name, struct dsec_err *err)
+{
+	struct open_how how = {.flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	char path[64], text[8192], out[8192 + 256], want[128];
+	struct stat st;
+	off_t base = 0;
+	size_t wlen;
+	ssize_t n;
+	char *at;
+	int root, fd, rc = 0;
+
+	wlen = (size_t)snprintf(want, sizeof(want), DSEC_HOSTS_SELF "%s\n", old);
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	if ((root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return dsec_err_sys(err, "open '%s'", path);
+	fd = (int)syscall(SYS_openat2, root, "etc/hosts", &how, sizeof(how));
+	close(root);
+	if (fd < 0)
+		return errno == ENOENT || errno == ELOOP ? 0 : dsec_err_sys(err, "open /etc/hosts");
+	/* the line is the last one etc_setup wrote: look in the file's tail */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return 0;
+	}
+	if (st.st_size > (off_t)sizeof(text) - 1)
+		base = st.st_size - (off_t)sizeof(text) + 1;
+	n = pread(fd, text, sizeof(text) - 1, base);
+	if (n < 0) {
+		rc = dsec_err_sys(err, "read /etc/hosts");
+	} else {
+		text[n] = '\0';
+		for (at = strstr(text, want); at && !(at == text ? base == 0 : at[-1] == '\n');)
+			at = strstr(at + 1, want);
+		if (at) {
+			int len =
+			    snprintf(out, sizeof(out), DSEC_HOSTS_SELF "%s\n%s", name, at + wlen);
+			off_t off = base + (at - text);
+
+			if (len >= (int)sizeof(out) || ftruncate(fd, off) < 0 ||
+			    pwrite(fd, out, (size_t)len, off) != len)
+				rc = dsec_err_sys(err, "write /etc/hosts");
+		}
+	}
+	close(fd);
+	return rc;
+}
+
 int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 {
 	char opts[160];
@@ -739,6 +899,8 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		return dsec_err_sys(err, "chroot");
 	/* from here on, paths resolve inside the sandbox: a symlink the image planted at /proc or
 	 * /dev can only point elsewhere inside it */
+	if (etc_setup(spec, err) < 0)
+		return -1;
 	if (mkdir_maybe("/proc", 0555, err) < 0)
 		return -1;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)

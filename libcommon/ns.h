@@ -47,6 +47,7 @@ struct dsec_rootfs_spec {
 	char overlay_opts[4096]; /* "lowerdir=/l/<top>:…,upperdir=/sb/u,workdir=/sb/w,…" */
 	uint64_t disk;           /* bytes for the tmpfs holding upper and work */
 	const char *hostname;    /* NULL: leave */
+	const char *resolv;      /* --net host: the node's resolv.conf, for /etc/resolv.conf */
 	int loopback;            /* bring lo up (own network namespace) */
 	struct dsec_idmap map;   /* the sandbox's root on the host (count 0: no user namespace) */
 };
@@ -83,6 +84,15 @@ int dsec_rootfs_overlay_opts(const struct dsec_image *img, struct dsec_rootfs_sp
  * path once the overlay covers it, which the holder keeps as fd DSEC_HOLDER_TMPFS_FD so that
  * host-side code reaches the upper dir at /proc/HOLDER/fd/4/u; or -1. */
 int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err);
+
+/* The line dsec_rootfs_setup adds to the sandbox's /etc/hosts so that its host name resolves
+ * inside (Java's getLocalHost, sudo, MPI and the like look it up). */
+#define DSEC_HOSTS_SELF "127.0.1.1\t"
+
+/* After the host name of the sandbox whose holder is pid changed from old to name: its line in
+ * the sandbox's /etc/hosts follows (opened from outside, every link resolved inside). 0 when
+ * there is no such line, 0 or -1. */
+int dsec_rootfs_rename_host(pid_t pid, const char *old, const char *name, struct dsec_err *err);
 
 #define DSEC_HOLDER_TMPFS_FD 4
 #define DSEC_ROOTFS_UPPER "u" /* the overlay's upper dir, relative to the tmpfs root */

@@ -19,6 +19,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "ns.h"
+
 #define JSON_MAX (16UL << 20)
 #define MAX_DEPTH 4
 
@@ -369,6 +371,53 @@ static int tw_upper_special(struct tw *w, const char *name, const char *rel, con
 	return 0;
 }
 
+/* What dsec wrote into the sandbox's /etc (ns.c) is not the sandbox's work: its host line is
+ * dropped from etc/hosts (*out: the rest, malloc'd), and a --net host sandbox's resolv.conf
+ * that still is the node's is left out. 1 leave the entry out, 0 go on, -1 error. */
+static int tw_etc(struct tw *w, const char *rel, int fd, const struct stat *st, char **out,
+		  size_t *outlen)
+{
+	const struct dsec_tar_upper *u = w->upper;
+	int hosts = u->hostname && !strcmp(rel, "etc/hosts");
+	int resolv = u->resolv && !strcmp(rel, "etc/resolv.conf");
+	char line[128], *text, *at;
+	size_t n = 0, ll;
+
+	if ((!hosts && !resolv) || st->st_size > (1 << 20))
+		return 0;
+	if (!(text = malloc((size_t)st->st_size + 1)))
+		return dsec_err_set(w->err, ENOMEM, "out of memory");
+	while (n < (size_t)st->st_size) {
+		ssize_t r = pread(fd, text + n, (size_t)st->st_size - n, (off_t)n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			free(text);
+			return dsec_err_sys(w->err, "'%s': read", rel);
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (resolv) {
+		int same = n == strlen(u->resolv) && !memcmp(text, u->resolv, n);
+
+		free(text);
+		return same;
+	}
+	ll = (size_t)snprintf(line, sizeof(line), DSEC_HOSTS_SELF "%s\n", u->hostname);
+	for (at = text; (at = memmem(at, n - (size_t)(at - text), line, ll)); at++)
+		if (at == text || at[-1] == '\n') {
+			memmove(at, at + ll, n - (size_t)(at - text) - ll);
+			*out = text;
+			*outlen = n - ll;
+			return 0;
+		}
+	free(text);
+	return 0;
+}
+
 static int hl_cmp(const void *x, const void *y)
 {
 	const struct hlink *a = x, *b = y;
@@ -408,6 +457,8 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 {
 	struct archive_entry *e = w->e;
 	struct stat st;
+	char *subst = NULL; /* what to store instead of the file's content (tw_etc) */
+	size_t subst_len = 0;
 	int fd = -1, rc = -1, data = 0;
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -444,7 +495,13 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 			return dsec_err_sys(w->err, "'%s': open", rel);
 		tw_xattrs(w, fd);
 		if (S_ISREG(st.st_mode)) {
-			archive_entry_set_size(e, st.st_size);
+			int r = w->upper ? tw_etc(w, rel, fd, &st, &subst, &subst_len) : 0;
+
+			if (r != 0) {
+				rc = r < 0 ? -1 : 0;
+				goto out;
+			}
+			archive_entry_set_size(e, subst ? (la_int64_t)subst_len : st.st_size);
 			data = 1;
 		}
 	}
@@ -465,6 +522,13 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 	if (archive_write_header(w->a, e) < ARCHIVE_WARN) {
 		dsec_err_set(w->err, EIO, "'%s': %s", rel, archive_error_string(w->a));
 		goto out;
+	}
+	if (data && subst) {
+		if (archive_write_data(w->a, subst, subst_len) < 0) {
+			dsec_err_set(w->err, EIO, "'%s': %s", rel, archive_error_string(w->a));
+			goto out;
+		}
+		data = 0;
 	}
 	for (ssize_t n; data && (n = read(fd, w->buf, 1 << 20)) != 0;) {
 		if (n < 0) {
@@ -497,6 +561,7 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 	if (rc == 0 && S_ISDIR(st.st_mode) && st.st_dev == w->dev)
 		rc = tw_dir(w, fd, rel, 0);
 out:
+	free(subst);
 	if (fd >= 0)
 		close(fd);
 	return rc;

@@ -28,9 +28,12 @@ int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opt
 /* How dsec_tar_upper_write reads an overlay's upper dir. */
 struct dsec_tar_upper {
 	unsigned long uid, gid, count; /* host ids of the sandbox's root; count 0: no shift */
+	const char *hostname;          /* its line in etc/hosts (ns.h) is dsec's: left out */
+	const char *resolv;            /* --net host: an etc/resolv.conf of this text is left out */
 };
 
-/* Write an overlay upper dir as a layer tar: whiteouts (char 0:0) become ".wh.NAME" entries,
+/* Write an overlay upper dir as a layer tar: what dsec wrote into its /etc is left out (see
+ * struct dsec_tar_upper), whiteouts (char 0:0) become ".wh.NAME" entries,
  * opaque dirs (trusted.overlay.opaque "y") get ".wh..wh..opq", owners in the id range are
  * shifted down to the sandbox's own view (others become 65534), sockets, fifos and devices are
  * left out, and so are the top-level dev, proc and sys dirs dsec made as mount points. Never

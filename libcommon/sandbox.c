@@ -661,6 +661,22 @@ static int userns_handshake(int sock, pid_t pid, const struct dsec_idmap *m, str
 	return 0;
 }
 
+const char *dsec_host_resolv(void)
+{
+	static char buf[4096];
+	int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return NULL;
+	buf[n] = '\0';
+	return buf;
+}
+
 int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	static struct dsec_rootfs_spec spec;
@@ -719,6 +735,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	spec.disk = sb->limits.disk ? sb->limits.disk : DSEC_DEFAULT_DISK;
 	spec.hostname = sb->hostname;
 	spec.loopback = sb->net != DSEC_NET_HOST;
+	spec.resolv = sb->net == DSEC_NET_HOST ? dsec_host_resolv() : NULL;
 	if (dsec_cgroup_paths(p, sb, err) < 0)
 		return -1;
 	T(0);
@@ -917,7 +934,8 @@ static int reset_swap(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 		return r < 0 ? dsec_err_wrap(err, "%s: reset from a warm pool", sb->id) : 0;
 	/* w is the claimed sandbox, pending, under its own id and state dir */
 	fd = dsec_sandbox_pidfd(&w, err);
-	if (fd < 0 || set_hostname(fd, sb->hostname, err) < 0) {
+	if (fd < 0 || set_hostname(fd, sb->hostname, err) < 0 ||
+	    dsec_rootfs_rename_host(w.holder_pid, w.hostname, sb->hostname, err) < 0) {
 		if (fd >= 0)
 			close(fd);
 		goto fail;

@@ -246,4 +246,9 @@ int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *c
  * sandboxes remain, -1 on error. */
 int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err);
 
+/* The node's resolver configuration, which a --net host sandbox gets as its /etc/resolv.conf
+ * (read at each call: a long dsec-spawn sees the node's changes), in a static buffer; NULL
+ * when the node has none. */
+const char *dsec_host_resolv(void);
+
 #endif

@@ -77,6 +77,47 @@ setup() {
 	[ "$(hostname)" != box-1 ]
 }
 
+@test "spawn: the host name resolves inside; --net host gets the node's resolver" {
+	# an image without /etc/hosts gets one, root's inside
+	spawn_one --hostname box-1
+	run sb_run "$ID" cat /etc/hosts
+	[ "$output" = "$(printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tbox-1')" ]
+	run sb_run "$ID" stat -c '%u:%g %a' /etc/hosts
+	[ "$output" = "0:0 644" ]
+	# resolved by libc (busybox's ping then wants CAP_NET_RAW, which no sandbox has)
+	run sb_run "$ID" sh -c 'ping -c 1 -W 1 box-1 2>&1 | head -n 1'
+	[[ "$output" == "PING box-1 (127.0.1.1)"* ]]
+	# --net none keeps the image's resolv.conf (this one has none); --net host gets the node's
+	run sb_run "$ID" cat /etc/resolv.conf
+	[ "$status" -ne 0 ]
+	spawn_one --net host
+	[ "$(sb_run "$ID" cat /etc/resolv.conf)" = "$(cat /etc/resolv.conf)" ]
+	# the image's own hosts file gets the line, its layer is untouched; a name it already
+	# has is left as it is
+	mkdir -p "$TESTDIR/app/etc"
+	printf '127.0.0.1 localhost\n10.1.1.1 box-3 # mine' >"$TESTDIR/app/etc/hosts"
+	make_dir_layer_image withhosts "$TESTDIR/app"
+	spawn_one --image withhosts --hostname box-2
+	run sb_run "$ID" cat /etc/hosts
+	[ "$output" = "$(printf '127.0.0.1 localhost\n10.1.1.1 box-3 # mine\n127.0.1.1\tbox-2')" ]
+	spawn_one --image withhosts --hostname box-3
+	run sb_run "$ID" cat /etc/hosts
+	[ "$output" = "$(cat "$TESTDIR/app/etc/hosts")" ]
+	[ "$(grep -c 127.0.1.1 "$DSEC_ROOT"/layers/*/tree/etc/hosts)" = 0 ]
+	# a link at /etc/hosts is the image's choice and stays; one at resolv.conf would lead to
+	# the image's resolver and is replaced
+	rm "$TESTDIR/app/etc/hosts"
+	ln -s hosts.real "$TESTDIR/app/etc/hosts"
+	echo "10.9.9.9 elsewhere" >"$TESTDIR/app/etc/hosts.real"
+	ln -s ../run/resolv.conf "$TESTDIR/app/etc/resolv.conf"
+	make_dir_layer_image linked "$TESTDIR/app"
+	spawn_one --image linked --net host
+	run sb_run "$ID" sh -c 'readlink /etc/hosts; cat /etc/hosts.real; [ -L /etc/resolv.conf ] || cat /etc/resolv.conf'
+	[ "${lines[0]}" = hosts.real ]
+	[ "${lines[1]}" = "10.9.9.9 elsewhere" ]
+	[ "${lines[2]}" = "$(head -n 1 /etc/resolv.conf)" ]
+}
+
 @test "spawn: /dev is minimal, /proc is the sandbox's, no host mount inside" {
 	spawn_one
 	run sb_run "$ID" ls /dev

@@ -107,6 +107,11 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 	run dsec-exec "$ID" sh -c 'ls /etc/written 2>&1; hostname; ps -o comm | grep -c sleep'
 	[[ "${lines[0]}" == *"No such file"* ]] && [ "${lines[1]}" = "$ID" ] && [ "${lines[2]}" = 0 ] ||
 		{ echo "$output"; return 1; }
+	# its /etc/hosts names the id, no longer the pool sandbox's own name
+	run dsec-exec "$ID" grep -c '^127\.0\.1\.1' /etc/hosts
+	[ "$output" = 1 ]
+	run dsec-exec "$ID" grep -x "127.0.1.1	$ID" /etc/hosts
+	[ "$status" -eq 0 ] || { dsec-exec "$ID" cat /etc/hosts; return 1; }
 	json_is "$(sb_json "$ID")" .limits.memory 100663296
 	json_is "$(sb_json "$ID")" .labels.task t2
 	[ "$(ls "$DSEC_RUN/sandboxes")" = "$ID" ]

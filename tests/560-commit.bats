@@ -15,6 +15,7 @@ teardown() { dsec_teardown; }
 tree_of() {
 	dsec-exec "$1" -- sh -c 'cd / && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev \) -prune -o -print | sort | while read -r f; do
 		if [ -L "$f" ]; then echo "$f -> $(readlink "$f")";
+		elif [ "$f" = ./etc/hosts ]; then echo "$f $(stat -c "%a %u:%g" "$f") $(grep -v "^127\.0\.1\.1	$(hostname)\$" "$f" | md5sum | cut -c1-8)";
 		elif [ -f "$f" ]; then echo "$f $(stat -c "%a %u:%g %s" "$f") $(md5sum <"$f" | cut -c1-8)";
 		else echo "$f $(stat -c "%F %a %u:%g" "$f")"; fi; done'
 }
@@ -33,6 +34,9 @@ tree_of() {
 	json_is "$output" .from busybox
 	json_has "$output" '.layers | length == 2'
 	json_is "$output" '.layers[1]' "$(jq -r .layer <<<"$output")"
+	# the line dsec gave /etc/hosts for the source's name is not in the layer
+	run bash -c "dsec-layer export '$(jq -r .layer <<<"$output")' | zstd -dc | tar -xOf - etc/hosts"
+	[[ "$output" == *localhost* ]] && [[ "$output" != *127.0.1.1* ]] || { echo "$output"; return 1; }
 	before=$(tree_of "$src" | grep -v '^./work/fifo')
 	# the source goes on running, not paused
 	json_is "$(dsec-ps "$src")" .state running
@@ -88,6 +92,22 @@ tree_of() {
 	# a fork of a fork sees the newer state
 	id2=$(dsec-spawn --from "$id" | jq -r .id)
 	[ "$(dsec-exec "$id2" cat /state)" = "$id" ]
+}
+
+@test "commit: what dsec wrote into /etc is not the sandbox's work; what the sandbox wrote is" {
+	spawn_one --net host
+	run dsec-layer commit --name hostnet "$ID"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	run bash -c "dsec-layer export '$(jq -r .layer <<<"$output")' | zstd -dc | tar -tf -"
+	[[ "$output" != *resolv.conf* ]] || { echo "$output"; return 1; }
+	# a resolver and a hosts line of the sandbox's own are kept
+	dsec-exec "$ID" -- sh -c 'echo "nameserver 192.0.2.53" >/etc/resolv.conf; echo "192.0.2.7 db" >>/etc/hosts'
+	run dsec-layer commit --name hostnet2 "$ID"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	layer=$(jq -r .layer <<<"$output")
+	[ "$(dsec-layer export "$layer" | zstd -dc | tar -xOf - etc/resolv.conf)" = "nameserver 192.0.2.53" ]
+	run bash -c "dsec-layer export '$layer' | zstd -dc | tar -xOf - etc/hosts"
+	[[ "$output" == *"192.0.2.7 db"* ]] && [[ "$output" != *127.0.1.1* ]] || { echo "$output"; return 1; }
 }
 
 @test "commit: a paused sandbox stays paused; bad input is a clear error" {
