@@ -29,7 +29,8 @@ setup() {
 	json_has "$rec" '.memory > 0'
 	json_has "$rec" '.cpu_us >= 0'
 	json_is "$rec" .pids 1
-	json_is "$rec" .disk 0
+	# a fresh sandbox holds one page: the /etc/hosts line dsec-spawn adds (dsec-spawn(1))
+	json_is "$rec" .disk 4096
 	json_is "$rec" .disk_limit 16777216
 	json_is "$rec" .labels.team rl
 }
