@@ -222,6 +222,28 @@ int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 	return 0;
 }
 
+int dsec_cgroup_view(const struct dsec_sandbox *sb, const char **dir, const char **name, int max)
+{
+	int n = 0;
+
+	if (sb->cg.version == 2 && sb->cg.v2[0] && max > 0) {
+		dir[0] = sb->cg.v2;
+		name[0] = NULL;
+		return 1;
+	}
+	if (sb->cg.version != 1)
+		return 0;
+	for (int c = 0; c < DSEC_CG_NCTRL && n < max; c++) {
+		const char *b = strrchr(host.v1root[c], '/');
+
+		if (!sb->cg.v1[c][0] || !b || !b[1])
+			continue;
+		dir[n] = sb->cg.v1[c];
+		name[n++] = b + 1;
+	}
+	return n;
+}
+
 static void dirname_of(const char *path, char *buf, size_t n)
 {
 	char *s;

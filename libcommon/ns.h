@@ -50,6 +50,9 @@ struct dsec_rootfs_spec {
 	const char *resolv;      /* --net host: the node's resolv.conf, for /etc/resolv.conf */
 	int loopback;            /* bring lo up (own network namespace) */
 	struct dsec_idmap map;   /* the sandbox's root on the host (count 0: no user namespace) */
+	int ncg;                 /* its own cgroup dirs, shown read-only at /sys/fs/cgroup: */
+	const char *cg_dir[8];   /* host paths */
+	const char *cg_name[8];  /* v1: the hierarchy's name there; v2: NULL (the dir is it) */
 };
 
 /* Open the template mount namespace of this run dir, creating it when missing or stale. Takes

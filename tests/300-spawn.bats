@@ -118,6 +118,33 @@ setup() {
 	[ "${lines[2]}" = "$(head -n 1 /etc/resolv.conf)" ]
 }
 
+@test "spawn: the sandbox sees its own cgroups, read-only, at /sys/fs/cgroup" {
+	spawn_one --memory 96M --cpus 0.5 --pids 100
+	other=$ID
+	spawn_one --memory 80M --cpus 0.25 --pids 64
+	if [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$ID/sandbox.json")" = 2 ]; then
+		run sb_run "$ID" cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max /sys/fs/cgroup/pids.max
+		[ "$(echo $output)" = "83886080 25000 100000 64" ]
+		f=/sys/fs/cgroup/memory.max
+	else
+		run sb_run "$ID" cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/pids/pids.max
+		[ "$(echo $output)" = "83886080 25000 64" ]
+		f=/sys/fs/cgroup/memory/memory.limit_in_bytes
+	fi
+	# what a runtime matches to find its limits: the mounts' roots and its own cgroup are "/"
+	run sb_run "$ID" sh -c 'grep " /sys/fs/cgroup/\?[a-z]* .* - cgroup" /proc/self/mountinfo | cut -d" " -f4 | sort -u; cut -d: -f3 /proc/self/cgroup | sort -u'
+	[ "$(echo $output)" = "/ /" ] || { echo "$output"; return 1; }
+	# read-only, even for root inside, and nothing above its own dirs
+	run sb_run "$ID" sh -c "echo 1000000000 >$f"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Read-only"* ]]
+	run sb_run "$ID" sh -c "mkdir ${f%/*}/sub"
+	[ "$status" -ne 0 ]
+	run sb_run "$ID" sh -c "cat ${f%/*}/../memory.limit_in_bytes ${f%/*}/../memory.max 2>&1; ls ${f%/*}/.."
+	[[ "$output" != *100663296* ]] && [[ "$output" != *"$other"* ]] || { echo "$output"; return 1; }
+	json_is "$(dsec-ps "$ID")" .limits.memory 83886080
+}
+
 @test "spawn: /dev is minimal, /proc is the sandbox's, no host mount inside" {
 	spawn_one
 	run sb_run "$ID" ls /dev
@@ -153,7 +180,7 @@ setup() {
 	[ "$(echo $output)" = "absent vi" ]
 	[ "$(sha256sum <"$layer")" = "$sum" ]
 	# / is the overlay, its upper a tmpfs of the sandbox's own mount namespace
-	run sb_run "$a" sh -c 'head -1 /proc/self/mountinfo'
+	run sb_run "$a" sh -c 'grep "^[0-9]* [0-9]* [0-9:]* / / " /proc/self/mountinfo'
 	[[ "$output" == *" / / "*" - overlay overlay "*"upperdir=/sb/u"* ]]
 }
 
