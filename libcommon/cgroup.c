@@ -21,6 +21,8 @@ static struct {
 	int done, version;
 	char v2root[DSEC_CG_PATH_MAX];
 	char v1root[DSEC_CG_NCTRL][DSEC_CG_PATH_MAX];
+	char cpuset[DSEC_CG_PATH_MAX]; /* v1: the dir of our own cpuset cgroup, "" when none */
+	char cpuset_name[64];          /* the name of its hierarchy's dir ("cpuset") */
 	struct dsec_err err;
 } host;
 
@@ -33,6 +35,37 @@ static int has_word(const char *list, const char *word, char sep)
 		if ((s == list || s[-1] == sep) && (s[n] == sep || s[n] == '\0' || s[n] == '\n'))
 			return 1;
 	return 0;
+}
+
+/* v1: the dir of our cpuset cgroup (a sandbox's too: dsec makes none, it inherits ours), under
+ * the cpuset hierarchy mounted at mnt with root "/". Shown to the sandbox with its own cgroups:
+ * the JVM trusts no v1 cgroup limit without a cpuset mount. */
+static void find_cpuset(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[DSEC_CG_PATH_MAX];
+	const char *b = strrchr(mnt, '/');
+
+	if (!f)
+		return;
+	if (!b || !b[1] || strlen(b + 1) >= sizeof(host.cpuset_name)) {
+		fclose(f);
+		return;
+	}
+	snprintf(host.cpuset_name, sizeof(host.cpuset_name), "%s", b + 1);
+	while (fgets(line, sizeof(line), f)) {
+		char *ctl = strchr(line, ':'), *path = ctl ? strchr(ctl + 1, ':') : NULL;
+
+		if (!path)
+			continue;
+		*path++ = '\0';
+		path[strcspn(path, "\n")] = '\0';
+		if (has_word(ctl + 1, "cpuset", ',') && path[0] == '/' &&
+		    strlen(mnt) + strlen(path) < sizeof(host.cpuset))
+			snprintf(host.cpuset, sizeof(host.cpuset), "%s%s", mnt,
+				 strcmp(path, "/") ? path : "");
+	}
+	fclose(f);
 }
 
 static int write_str(const char *dir, const char *file, const char *val, struct dsec_err *err)
@@ -133,6 +166,9 @@ static void probe_host(void)
 			for (int c = 0; c < DSEC_CG_NCTRL; c++)
 				if (!host.v1root[c][0] && has_word(superopts, ctrl_name[c], ','))
 					snprintf(host.v1root[c], DSEC_CG_PATH_MAX, "%s", fields[4]);
+			if (!host.cpuset[0] && has_word(superopts, "cpuset", ',') &&
+			    !strcmp(fields[3], "/"))
+				find_cpuset(fields[4]);
 		}
 	}
 	free(line);
@@ -240,6 +276,11 @@ int dsec_cgroup_view(const struct dsec_sandbox *sb, const char **dir, const char
 			continue;
 		dir[n] = sb->cg.v1[c];
 		name[n++] = b + 1;
+	}
+	/* cpuset: our own cgroup there, under the name of the hierarchy's dir on the host */
+	if (host.cpuset[0] && n < max) {
+		dir[n] = host.cpuset;
+		name[n++] = host.cpuset_name;
 	}
 	return n;
 }

@@ -130,6 +130,14 @@ setup() {
 		run sb_run "$ID" cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/pids/pids.max
 		[ "$(echo $output)" = "83886080 25000 64" ]
 		f=/sys/fs/cgroup/memory/memory.limit_in_bytes
+		# dsec makes no cpuset cgroup: the one it runs in is the sandbox's (the JVM trusts
+		# no v1 limit without a cpuset mount)
+		local cs
+		cs=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") break }
+			$(i + 1) == "cgroup" && $4 == "/" && $NF ~ /(^|,)cpuset(,|$)/ { print $5 }' /proc/self/mountinfo | head -n 1)
+		if [ -n "$cs" ]; then
+			[ "$(sb_run "$ID" cat /sys/fs/cgroup/cpuset/cpuset.cpus)" = "$(cat "$cs$(awk -F: '$2 ~ /(^|,)cpuset(,|$)/ { print $3 }' /proc/self/cgroup)/cpuset.cpus")" ]
+		fi
 	fi
 	# what a runtime matches to find its limits: the mounts' roots and its own cgroup are "/"
 	run sb_run "$ID" sh -c 'grep " /sys/fs/cgroup/\?[a-z]* .* - cgroup" /proc/self/mountinfo | cut -d" " -f4 | sort -u; cut -d: -f3 /proc/self/cgroup | sort -u'
