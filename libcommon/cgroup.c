@@ -258,14 +258,16 @@ int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 	return 0;
 }
 
-int dsec_cgroup_view(const struct dsec_sandbox *sb, const char **dir, const char **name, int max)
+int dsec_cgroup_view(const struct dsec_sandbox *sb, const char **dir, const char **name, int max,
+		     int *own)
 {
 	int n = 0;
 
+	*own = 0;
 	if (sb->cg.version == 2 && sb->cg.v2[0] && max > 0) {
 		dir[0] = sb->cg.v2;
 		name[0] = NULL;
-		return 1;
+		return *own = 1;
 	}
 	if (sb->cg.version != 1)
 		return 0;
@@ -277,6 +279,7 @@ int dsec_cgroup_view(const struct dsec_sandbox *sb, const char **dir, const char
 		dir[n] = sb->cg.v1[c];
 		name[n++] = b + 1;
 	}
+	*own = n;
 	/* cpuset: our own cgroup there, under the name of the hierarchy's dir on the host */
 	if (host.cpuset[0] && n < max) {
 		dir[n] = host.cpuset;

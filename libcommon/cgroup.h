@@ -34,8 +34,10 @@ int dsec_cgroup_version(struct dsec_err *err);
 
 /* What the sandbox is shown of its own cgroups at /sys/fs/cgroup (ns.h): v2, its dir (name[0]
  * NULL); v1, each of its dirs with the name of its hierarchy's dir on the host ("memory",
- * "cpu"). Returns how many, at most max. */
-int dsec_cgroup_view(const struct dsec_sandbox *sb, const char **dir, const char **name, int max);
+ * "cpu"), then the cpuset cgroup it inherits from us. Returns how many, at most max; *own,
+ * how many of them are dirs dsec made (the rest may be missing: not an error). */
+int dsec_cgroup_view(const struct dsec_sandbox *sb, const char **dir, const char **name, int max,
+		     int *own);
 
 /* Fill sb->cg with the paths for sandbox sb->id (nothing created). 0 or -1. */
 int dsec_cgroup_paths(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err);

@@ -51,6 +51,7 @@ struct dsec_rootfs_spec {
 	int loopback;            /* bring lo up (own network namespace) */
 	struct dsec_idmap map;   /* the sandbox's root on the host (count 0: no user namespace) */
 	int ncg;                 /* its own cgroup dirs, shown read-only at /sys/fs/cgroup: */
+	int cg_own;              /* the first cg_own are dsec's (the others may be missing) */
 	const char *cg_dir[8];   /* host paths */
 	const char *cg_name[8];  /* v1: the hierarchy's name there; v2: NULL (the dir is it) */
 };

@@ -738,8 +738,9 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	spec.resolv = sb->net == DSEC_NET_HOST ? dsec_host_resolv() : NULL;
 	if (dsec_cgroup_paths(p, sb, err) < 0)
 		return -1;
-	spec.ncg = dsec_cgroup_view(sb, spec.cg_dir, spec.cg_name,
-				    (int)(sizeof(spec.cg_dir) / sizeof(spec.cg_dir[0])));
+	spec.ncg =
+	    dsec_cgroup_view(sb, spec.cg_dir, spec.cg_name,
+			     (int)(sizeof(spec.cg_dir) / sizeof(spec.cg_dir[0])), &spec.cg_own);
 	T(0);
 	/* the cgroup first: from here a crash leaves something dsec-reap --orphans finds; a
 	 * spare of a reaped sandbox when there is one (cgspare.c) */
