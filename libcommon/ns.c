@@ -854,7 +854,7 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	 * heap, Go's and Rust's thread counts, Node) see the sandbox's limits, not the node's */
 	for (int i = 0; i < spec->ncg && i < (int)NELEM(cgfd); i++) {
 		cgfd[i] = open_tree(AT_FDCWD, spec->cg_dir[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-		if (cgfd[i] < 0 && i < spec->cg_own)
+		if (i < spec->cg_own && cgfd[i] < 0)
 			return dsec_err_sys(err, "clone cgroup '%s'", spec->cg_dir[i]);
 		ncg = i + 1;
 	}
