@@ -1,6 +1,7 @@
 /* --net nat: veth, bridge, NAT, allow-list, bandwidth cap. See net.h for the layout. */
 #include "net.h"
 #include "netlink.h"
+#include "ns.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -762,6 +763,56 @@ static int write_hosts(const struct dsec_sandbox *sb, const char *lines, struct 
 	return rc;
 }
 
+/* The resolvers the allow-list names (its ADDR:53 entries, names resolved) become the
+ * sandbox's /etc/resolv.conf, so that with a resolver allowed, names resolve inside with no
+ * image of one's own; without one the image's file stays. Made as write_hosts makes its file;
+ * a link the image put there is replaced (it would lead to the image's resolver). */
+static int write_resolv(const struct dsec_sandbox *sb, const struct dsec_net_policy *res,
+			struct dsec_err *err)
+{
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	char text[256], ip[INET_ADDRSTRLEN], path[64];
+	size_t len = (size_t)snprintf(text, sizeof(text), "%s", DSEC_RESOLV_NAT_MARK);
+	int root, etc, fd, rc = 0, servers = 0;
+	struct stat st;
+
+	for (unsigned i = 0; i < res->n && servers < 3; i++) {
+		const struct dsec_net_allow *a = &res->allow[i];
+
+		if (a->port != 53 || a->prefix != 32)
+			continue;
+		ip_text(a->addr, ip);
+		len += (size_t)snprintf(text + len, sizeof(text) - len, "nameserver %s\n", ip);
+		servers++;
+	}
+	if (!servers)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)sb->holder_pid);
+	if ((root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return dsec_err_sys(err, "open '%s'", path);
+	etc = (int)syscall(SYS_openat2, root, "etc", &how, sizeof(how));
+	close(root);
+	if (etc < 0)
+		return errno == ENOENT ? 0 : dsec_err_sys(err, "open /etc in the sandbox");
+	if (fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+		unlinkat(etc, "resolv.conf", 0);
+	fd =
+	    openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	close(etc);
+	if (fd < 0)
+		return dsec_err_sys(err, "open /etc/resolv.conf in the sandbox");
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		rc = dsec_err_set(err, EINVAL,
+				  "/etc/resolv.conf in the sandbox: not a regular file");
+	else if (st.st_uid == 0 && sb->userns && fchown(fd, sb->uid_base, sb->gid_base) < 0)
+		rc = dsec_err_sys(err, "chown /etc/resolv.conf in the sandbox");
+	else if (write(fd, text, len) != (ssize_t)len)
+		rc = dsec_err_sys(err, "write /etc/resolv.conf in the sandbox");
+	close(fd);
+	return rc;
+}
+
 int dsec_net_attach(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		    const struct dsec_net_policy *pol, json_t **info, struct dsec_err *err)
 {
@@ -819,7 +870,8 @@ made:
 	if (inside_config(nsfd, a, res.rate, err) < 0)
 		goto fail;
 	t[2] = dsec_now_us();
-	if (sandbox_rules(a, &res, err) < 0 || write_hosts(sb, hosts, err) < 0)
+	if (sandbox_rules(a, &res, err) < 0 || write_hosts(sb, hosts, err) < 0 ||
+	    write_resolv(sb, &res, err) < 0)
 		goto fail;
 	t[3] = dsec_now_us();
 	if (dsec_verbose > 1)

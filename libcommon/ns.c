@@ -791,6 +791,23 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	return rc;
 }
 
+int dsec_resolv_is_nat(const char *text, size_t n)
+{
+	size_t m = strlen(DSEC_RESOLV_NAT_MARK);
+
+	if (n < m || memcmp(text, DSEC_RESOLV_NAT_MARK, m))
+		return 0;
+	for (size_t i = m; i < n;) {
+		const char *nl = memchr(text + i, '\n', n - i);
+		size_t e = nl ? (size_t)(nl - text) : n;
+
+		if (e - i < 11 || memcmp(text + i, "nameserver ", 11))
+			return 0;
+		i = e + 1;
+	}
+	return 1;
+}
+
 int dsec_rootfs_rename_host(pid_t pid, const char *old, const char *name, struct dsec_err *err)
 {
 	struct open_how how = {.flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC,

@@ -93,6 +93,14 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
  * inside (Java's getLocalHost, sudo, MPI and the like look it up). */
 #define DSEC_HOSTS_SELF "127.0.1.1\t"
 
+/* The first line of the /etc/resolv.conf dsec writes for a --net nat sandbox whose allow-list
+ * names resolvers (port 53): "nameserver ADDR" lines follow, nothing else. */
+#define DSEC_RESOLV_NAT_MARK "# dsec-spawn --net nat: the resolvers --allow names\n"
+
+/* Is text a resolv.conf dsec wrote for --net nat (DSEC_RESOLV_NAT_MARK, then only nameserver
+ * lines)? */
+int dsec_resolv_is_nat(const char *text, size_t n);
+
 /* After the host name of the sandbox whose holder is pid changed from old to name: its line in
  * the sandbox's /etc/hosts follows (opened from outside, every link resolved inside). 0 when
  * there is no such line, 0 or -1. */

@@ -379,7 +379,7 @@ static int tw_etc(struct tw *w, const char *rel, int fd, const struct stat *st, 
 {
 	const struct dsec_tar_upper *u = w->upper;
 	int hosts = u->hostname && !strcmp(rel, "etc/hosts");
-	int resolv = u->resolv && !strcmp(rel, "etc/resolv.conf");
+	int resolv = !strcmp(rel, "etc/resolv.conf");
 	char line[128], *text, *at;
 	size_t n = 0, ll;
 
@@ -401,7 +401,8 @@ static int tw_etc(struct tw *w, const char *rel, int fd, const struct stat *st, 
 		n += (size_t)r;
 	}
 	if (resolv) {
-		int same = n == strlen(u->resolv) && !memcmp(text, u->resolv, n);
+		int same = (u->resolv && n == strlen(u->resolv) && !memcmp(text, u->resolv, n)) ||
+			   dsec_resolv_is_nat(text, n);
 
 		free(text);
 		return same;
@@ -444,7 +445,14 @@ static void tw_xattrs(struct tw *w, int fd)
 	qsort(list, n, sizeof(*list), str_cmp);
 	for (size_t i = 0; i < n; i++) {
 		char val[65536];
-		ssize_t vl = fgetxattr(fd, list[i], val, sizeof(val));
+		ssize_t vl;
+
+		/* an upper dir's overlay bookkeeping (origin, impure, uuid; opaque becomes a
+		 * marker) is not part of the tree */
+		if (w->upper && (!strncmp(list[i], "trusted.overlay.", 16) ||
+				 !strncmp(list[i], "user.overlay.", 13)))
+			continue;
+		vl = fgetxattr(fd, list[i], val, sizeof(val));
 
 		if (vl >= 0)
 			archive_entry_xattr_add_entry(w->e, list[i], val, (size_t)vl);

@@ -29,7 +29,8 @@ int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opt
 struct dsec_tar_upper {
 	unsigned long uid, gid, count; /* host ids of the sandbox's root; count 0: no shift */
 	const char *hostname;          /* its line in etc/hosts (ns.h) is dsec's: left out */
-	const char *resolv;            /* --net host: an etc/resolv.conf of this text is left out */
+	const char *resolv;            /* --net host: an etc/resolv.conf of this text is left out
+					* (as is the one dsec writes for --net nat, ns.h) */
 };
 
 /* Write an overlay upper dir as a layer tar: what dsec wrote into its /etc is left out (see

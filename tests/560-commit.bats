@@ -34,9 +34,12 @@ tree_of() {
 	json_is "$output" .from busybox
 	json_has "$output" '.layers | length == 2'
 	json_is "$output" '.layers[1]' "$(jq -r .layer <<<"$output")"
-	# the line dsec gave /etc/hosts for the source's name is not in the layer
-	run bash -c "dsec-layer export '$(jq -r .layer <<<"$output")' | zstd -dc | tar -xOf - etc/hosts"
+	# the line dsec gave /etc/hosts for the source's name is not in the layer, nor overlay's
+	# own bookkeeping of the upper dir (origin, impure, uuid xattrs)
+	layer=$(jq -r .layer <<<"$output")
+	run bash -c "dsec-layer export '$layer' | zstd -dc | tar -xOf - etc/hosts"
 	[[ "$output" == *localhost* ]] && [[ "$output" != *127.0.1.1* ]] || { echo "$output"; return 1; }
+	[ "$(dsec-layer export "$layer" | zstd -dc | grep -ac 'trusted\.overlay')" = 0 ]
 	before=$(tree_of "$src" | grep -v '^./work/fifo')
 	# the source goes on running, not paused
 	json_is "$(dsec-ps "$src")" .state running

@@ -168,6 +168,27 @@ host_untouched() {
 	[ "$(dsec-exec "$id2" -- sh -c 'cat /etc/hosts 2>/dev/null' | grep -c '^127.0.0.1 localhost$\|mine')" -eq 0 ]
 }
 
+@test "net nat: resolvers the allow-list names are the sandbox's; commit leaves them out" {
+	# without an ADDR:53 entry the image's file stays (busybox has none)
+	nat_spawn --allow 192.0.2.10:80
+	run dsec-exec "$ID" cat /etc/resolv.conf
+	[ "$status" -ne 0 ]
+	nat_spawn --allow 192.0.2.10:80 --allow 192.0.2.53:53 --allow 192.0.2.54:53
+	run dsec-exec "$ID" sh -c 'cat /etc/resolv.conf; stat -c %u /etc/resolv.conf'
+	[ "${lines[1]}" = "nameserver 192.0.2.53" ]
+	[ "${lines[2]}" = "nameserver 192.0.2.54" ]
+	[ "${#lines[@]}" -eq 4 ] && [ "${lines[3]}" = 0 ]
+	# what dsec wrote is not the sandbox's work; a resolver of its own is
+	run dsec-layer commit --name natsnap "$ID"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	run bash -c "dsec-layer export '$(jq -r .layer <<<"$output")' | zstd -dc | tar -tf -"
+	[[ "$output" != *resolv.conf* ]] || { echo "$output"; return 1; }
+	dsec-exec "$ID" sh -c 'echo "nameserver 192.0.2.99" >/etc/resolv.conf'
+	run dsec-layer commit --name natsnap2 "$ID"
+	[ "$status" -eq 0 ]
+	[ "$(dsec-layer export "$(jq -r .layer <<<"$output")" | zstd -dc | tar -xOf - etc/resolv.conf)" = "nameserver 192.0.2.99" ]
+}
+
 @test "net nat: reap removes the sandbox's rules, veth and address; addresses are reused" {
 	export DSEC_NET_SUBNET=10.88.0.0/29 # .2 to .6
 	for _ in 1 2 3 4 5; do nat_spawn --allow 192.0.2.10:80 --bandwidth 10mbit; done
