@@ -733,7 +733,8 @@ static char *lease_text(const char *id, const struct dsec_net_policy *pol)
 static int write_hosts(const struct dsec_sandbox *sb, const char *lines, struct dsec_err *err)
 {
 	static const char head[] = "127.0.0.1 localhost\n::1 localhost\n";
-	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
+					O_CLOEXEC,
 			       .mode = 0644,
 			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
 	char path[64];
@@ -795,10 +796,17 @@ static int write_resolv(const struct dsec_sandbox *sb, const struct dsec_net_pol
 	close(root);
 	if (etc < 0)
 		return errno == ENOENT ? 0 : dsec_err_sys(err, "open /etc in the sandbox");
-	if (fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-		unlinkat(etc, "resolv.conf", 0);
-	fd =
-	    openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISLNK(st.st_mode)) {
+			unlinkat(etc, "resolv.conf", 0);
+		} else if (!S_ISREG(st.st_mode)) { /* a dir, a fifo: the image's business */
+			close(etc);
+			return 0;
+		}
+	}
+	/* non-blocking: a fifo the image put there fails the open instead of hanging it */
+	fd = openat(etc, "resolv.conf",
+		    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
 	close(etc);
 	if (fd < 0)
 		return dsec_err_sys(err, "open /etc/resolv.conf in the sandbox");

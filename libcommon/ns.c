@@ -745,7 +745,8 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	if (spec->hostname && spec->hostname[0]) {
 		int len = snprintf(line, sizeof(line), DSEC_HOSTS_SELF "%s\n", spec->hostname);
 
-		fd = openat(etc, "hosts", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* non-blocking: a fifo the image put there must not hang the holder */
+		fd = openat(etc, "hosts", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd >= 0) {
 			if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
 				n = read(fd, text, sizeof(text));
@@ -754,7 +755,8 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 			close(fd);
 			if (n >= 0 && !hosts_has(text, (size_t)n, spec->hostname)) {
 				fd = openat(etc, "hosts",
-					    O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+					    O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
+						O_CLOEXEC);
 				if (fd < 0 ||
 				    (n > 0 && text[n - 1] != '\n' && write_all(fd, "\n", 1) < 0) ||
 				    write_all(fd, line, (size_t)len) < 0)
@@ -774,11 +776,18 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		}
 	}
 	if (rc == 0 && spec->resolv) {
-		if (fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISLNK(st.st_mode))
+		int have = fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0;
+
+		if (have && S_ISLNK(st.st_mode))
 			unlinkat(etc, "resolv.conf", 0);
+		/* a dir, fifo or the like there is the image's business */
+		if (have && !S_ISLNK(st.st_mode) && !S_ISREG(st.st_mode)) {
+			close(etc);
+			return 0;
+		}
 		fd = openat(etc, "resolv.conf",
-			    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+			    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+			    0644);
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 		    write_all(fd, spec->resolv, strlen(spec->resolv)) < 0 ||
 		    (spec->map.count && st.st_uid != spec->map.uid &&

@@ -116,6 +116,15 @@ setup() {
 	[ "${lines[0]}" = hosts.real ]
 	[ "${lines[1]}" = "10.9.9.9 elsewhere" ]
 	[ "${lines[2]}" = "$(head -n 1 /etc/resolv.conf)" ]
+	# fifos there (a dir-format layer keeps them) hang nothing and stay the image's
+	rm "$TESTDIR/app/etc/hosts" "$TESTDIR/app/etc/resolv.conf"
+	mkfifo "$TESTDIR/app/etc/hosts" "$TESTDIR/app/etc/resolv.conf"
+	make_dir_layer_image fifos "$TESTDIR/app"
+	run timeout 20 dsec-spawn --image fifos --net host
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	ID=$(jq -r .id <<<"$output")
+	run sb_run "$ID" sh -c '[ -p /etc/hosts ] && [ -p /etc/resolv.conf ] && echo fifos'
+	[ "$output" = fifos ]
 }
 
 @test "spawn: the sandbox sees its own cgroups, read-only, at /sys/fs/cgroup" {
