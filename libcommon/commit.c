@@ -94,6 +94,8 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 	}
 	dsec_import_opts_init(&o);
 	o.kind = "application";
+	/* as an import shows it (cmd/dsec-layer.c): a big upper takes seconds */
+	o.progress = isatty(STDERR_FILENO) && dsec_verbose >= 0;
 	o.name = image ? image : id;
 	rc = dsec_tar_upper_import(p, &o, ufd, &u, got_layer, &g, err);
 	if (paused && dsec_cgroup_freeze(&sb, 0, rc < 0 ? NULL : err) < 0)
