@@ -748,17 +748,21 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		/* non-blocking: a fifo the image put there must not hang the holder */
 		fd = openat(etc, "hosts", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd >= 0) {
+			char last = '\n';
+
 			if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
 				n = read(fd, text, sizeof(text));
 			else
 				n = -1;
+			/* a file longer than what was read: its own last byte decides */
+			if (n > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)
+				last = text[n - 1];
 			close(fd);
 			if (n >= 0 && !hosts_has(text, (size_t)n, spec->hostname)) {
 				fd = openat(etc, "hosts",
 					    O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
 						O_CLOEXEC);
-				if (fd < 0 ||
-				    (n > 0 && text[n - 1] != '\n' && write_all(fd, "\n", 1) < 0) ||
+				if (fd < 0 || (last != '\n' && write_all(fd, "\n", 1) < 0) ||
 				    write_all(fd, line, (size_t)len) < 0)
 					rc = dsec_err_sys(err, "write /etc/hosts");
 				if (fd >= 0)

@@ -104,6 +104,18 @@ setup() {
 	run sb_run "$ID" cat /etc/hosts
 	[ "$output" = "$(cat "$TESTDIR/app/etc/hosts")" ]
 	[ "$(grep -c 127.0.1.1 "$DSEC_ROOT"/layers/*/tree/etc/hosts)" = 0 ]
+	# a hosts file longer than what is read of it (8 KiB, ending in a newline), without a last
+	# newline of its own
+	{
+		printf '#%.0s' $(seq 8191)
+		echo
+		for i in $(seq 800); do printf '10.2.%d.%d host-%d\n' $((i / 250)) $((i % 250)) "$i"; done
+	} | head -c -1 >"$TESTDIR/app/etc/hosts"
+	make_dir_layer_image bighosts "$TESTDIR/app"
+	spawn_one --image bighosts --hostname box-4
+	run sb_run "$ID" tail -n 2 /etc/hosts
+	[ "${lines[0]}" = "10.2.3.50 host-800" ] && [ "${lines[1]}" = "127.0.1.1	box-4" ] ||
+		{ echo "$output"; return 1; }
 	# a link at /etc/hosts is the image's choice and stays; one at resolv.conf would lead to
 	# the image's resolver and is replaced
 	rm "$TESTDIR/app/etc/hosts"
