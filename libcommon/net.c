@@ -15,7 +15,6 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/netlink.h>
-#include <linux/openat2.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <netdb.h>
@@ -733,22 +732,14 @@ static char *lease_text(const char *id, const struct dsec_net_policy *pol)
 static int write_hosts(const struct dsec_sandbox *sb, const char *lines, struct dsec_err *err)
 {
 	static const char head[] = "127.0.0.1 localhost\n::1 localhost\n";
-	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
-					O_CLOEXEC,
-			       .mode = 0644,
-			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-	char path[64];
 	size_t n = strlen(lines);
 	struct stat st;
-	int root, fd, rc = 0;
+	int fd, rc = 0;
 
 	if (!n)
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/root", (int)sb->holder_pid);
-	if ((root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return dsec_err_sys(err, "open '%s'", path);
-	fd = (int)syscall(SYS_openat2, root, "etc/hosts", &how, sizeof(how));
-	close(root);
+	fd = dsec_rootfs_open(sb->holder_pid, "etc/hosts",
+			      O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, 0644);
 	if (fd < 0)
 		return dsec_err_sys(err, "open /etc/hosts in the sandbox");
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -771,11 +762,9 @@ static int write_hosts(const struct dsec_sandbox *sb, const char *lines, struct 
 static int write_resolv(const struct dsec_sandbox *sb, const struct dsec_net_policy *res,
 			struct dsec_err *err)
 {
-	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-	char text[256], ip[INET_ADDRSTRLEN], path[64];
+	char text[256], ip[INET_ADDRSTRLEN];
 	size_t len = (size_t)snprintf(text, sizeof(text), "%s", DSEC_RESOLV_NAT_MARK);
-	int root, etc, fd, rc = 0, servers = 0;
+	int etc, fd, rc = 0, servers = 0;
 	struct stat st;
 
 	for (unsigned i = 0; i < res->n && servers < 3; i++) {
@@ -789,11 +778,7 @@ static int write_resolv(const struct dsec_sandbox *sb, const struct dsec_net_pol
 	}
 	if (!servers)
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/root", (int)sb->holder_pid);
-	if ((root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return dsec_err_sys(err, "open '%s'", path);
-	etc = (int)syscall(SYS_openat2, root, "etc", &how, sizeof(how));
-	close(root);
+	etc = dsec_rootfs_open(sb->holder_pid, "etc", O_PATH | O_DIRECTORY, 0);
 	if (etc < 0)
 		return errno == ENOENT ? 0 : dsec_err_sys(err, "open /etc in the sandbox");
 	if (fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -815,7 +800,7 @@ static int write_resolv(const struct dsec_sandbox *sb, const struct dsec_net_pol
 				  "/etc/resolv.conf in the sandbox: not a regular file");
 	else if (st.st_uid == 0 && sb->userns && fchown(fd, sb->uid_base, sb->gid_base) < 0)
 		rc = dsec_err_sys(err, "chown /etc/resolv.conf in the sandbox");
-	else if (write(fd, text, len) != (ssize_t)len)
+	else if (dsec_write_all(fd, text, len) < 0)
 		rc = dsec_err_sys(err, "write /etc/resolv.conf in the sandbox");
 	close(fd);
 	return rc;

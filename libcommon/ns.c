@@ -709,21 +709,6 @@ static int hosts_has(const char *text, size_t n, const char *name)
 	return 0;
 }
 
-static int write_all(int fd, const char *s, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, s, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		s += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* The sandbox's /etc: its host name resolves (a line DSEC_HOSTS_SELF NAME in /etc/hosts, made
  * with the localhost lines when the image has none), and with --net host the node's resolver
  * is its resolver. Runs after the chroot and before /proc is mounted, so every path is the
@@ -762,8 +747,8 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 				fd = openat(etc, "hosts",
 					    O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
 						O_CLOEXEC);
-				if (fd < 0 || (last != '\n' && write_all(fd, "\n", 1) < 0) ||
-				    write_all(fd, line, (size_t)len) < 0)
+				if (fd < 0 || (last != '\n' && dsec_write_all(fd, "\n", 1) < 0) ||
+				    dsec_write_all(fd, line, (size_t)len) < 0)
 					rc = dsec_err_sys(err, "write /etc/hosts");
 				if (fd >= 0)
 					close(fd);
@@ -771,8 +756,8 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		} else if (errno == ENOENT) {
 			fd = openat(etc, "hosts",
 				    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-			if (fd < 0 || write_all(fd, head, sizeof(head) - 1) < 0 ||
-			    write_all(fd, line, (size_t)len) < 0 ||
+			if (fd < 0 || dsec_write_all(fd, head, sizeof(head) - 1) < 0 ||
+			    dsec_write_all(fd, line, (size_t)len) < 0 ||
 			    (spec->map.count && fchown(fd, spec->map.uid, spec->map.gid) < 0))
 				rc = dsec_err_sys(err, "make /etc/hosts");
 			if (fd >= 0)
@@ -793,7 +778,7 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 			    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
 			    0644);
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-		    write_all(fd, spec->resolv, strlen(spec->resolv)) < 0 ||
+		    dsec_write_all(fd, spec->resolv, strlen(spec->resolv)) < 0 ||
 		    (spec->map.count && st.st_uid != spec->map.uid &&
 		     fchown(fd, spec->map.uid, spec->map.gid) < 0))
 			rc = dsec_err_sys(err, "write /etc/resolv.conf");
@@ -821,24 +806,36 @@ int dsec_resolv_is_nat(const char *text, size_t n)
 	return 1;
 }
 
+int dsec_rootfs_open(pid_t pid, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+			       .mode = (flags & O_CREAT) ? mode : 0,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	char root_path[64];
+	int root, fd, e;
+
+	snprintf(root_path, sizeof(root_path), "/proc/%d/root", (int)pid);
+	if ((root = open(root_path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	e = errno;
+	close(root);
+	errno = e;
+	return fd;
+}
+
 int dsec_rootfs_rename_host(pid_t pid, const char *old, const char *name, struct dsec_err *err)
 {
-	struct open_how how = {.flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC,
-			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-	char path[64], text[8192], out[8192 + 256], want[128];
+	char text[8192], out[8192 + 256], want[128];
 	struct stat st;
 	off_t base = 0;
 	size_t wlen;
 	ssize_t n;
 	char *at;
-	int root, fd, rc = 0;
+	int fd, rc = 0;
 
 	wlen = (size_t)snprintf(want, sizeof(want), DSEC_HOSTS_SELF "%s\n", old);
-	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
-	if ((root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return dsec_err_sys(err, "open '%s'", path);
-	fd = (int)syscall(SYS_openat2, root, "etc/hosts", &how, sizeof(how));
-	close(root);
+	fd = dsec_rootfs_open(pid, "etc/hosts", O_RDWR | O_NOFOLLOW, 0);
 	if (fd < 0)
 		return errno == ENOENT || errno == ELOOP ? 0 : dsec_err_sys(err, "open /etc/hosts");
 	/* the line is the last one etc_setup wrote: look in the file's tail */

@@ -101,6 +101,11 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
  * lines)? */
 int dsec_resolv_is_nat(const char *text, size_t n);
 
+/* Open path (relative) inside the sandbox whose holder is pid, from outside: every link is
+ * resolved inside its root and no magic link is followed (openat2 RESOLVE_IN_ROOT). An fd, or
+ * -1 with errno set. */
+int dsec_rootfs_open(pid_t pid, const char *path, int flags, mode_t mode);
+
 /* After the host name of the sandbox whose holder is pid changed from old to name: its line in
  * the sandbox's /etc/hosts follows (opened from outside, every link resolved inside). 0 when
  * there is no such line, 0 or -1. */

@@ -374,32 +374,21 @@ static int tw_upper_special(struct tw *w, const char *name, const char *rel, con
 /* What dsec wrote into the sandbox's /etc (ns.c) is not the sandbox's work: its host line is
  * dropped from etc/hosts (*out: the rest, malloc'd), and a --net host sandbox's resolv.conf
  * that still is the node's is left out. 1 leave the entry out, 0 go on, -1 error. */
-static int tw_etc(struct tw *w, const char *rel, int fd, const struct stat *st, char **out,
-		  size_t *outlen)
+static int tw_etc(struct tw *w, int dfd, const char *name, const char *rel, const struct stat *st,
+		  char **out, size_t *outlen)
 {
 	const struct dsec_tar_upper *u = w->upper;
 	int hosts = u->hostname && !strcmp(rel, "etc/hosts");
 	int resolv = !strcmp(rel, "etc/resolv.conf");
 	char line[128], *text, *at;
-	size_t n = 0, ll;
+	ssize_t got;
+	size_t n, ll;
 
 	if ((!hosts && !resolv) || st->st_size > (1 << 20))
 		return 0;
-	if (!(text = malloc((size_t)st->st_size + 1)))
-		return dsec_err_set(w->err, ENOMEM, "out of memory");
-	while (n < (size_t)st->st_size) {
-		ssize_t r = pread(fd, text + n, (size_t)st->st_size - n, (off_t)n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			free(text);
-			return dsec_err_sys(w->err, "'%s': read", rel);
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
+	if ((got = dsec_read_file(dfd, name, 1 << 20, &text, w->err)) < 0)
+		return dsec_err_wrap(w->err, "'%s'", rel);
+	n = (size_t)got;
 	if (resolv) {
 		int same = (u->resolv && n == strlen(u->resolv) && !memcmp(text, u->resolv, n)) ||
 			   dsec_resolv_is_nat(text, n);
@@ -503,7 +492,7 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 			return dsec_err_sys(w->err, "'%s': open", rel);
 		tw_xattrs(w, fd);
 		if (S_ISREG(st.st_mode)) {
-			int r = w->upper ? tw_etc(w, rel, fd, &st, &subst, &subst_len) : 0;
+			int r = w->upper ? tw_etc(w, dfd, name, rel, &st, &subst, &subst_len) : 0;
 
 			if (r != 0) {
 				rc = r < 0 ? -1 : 0;

@@ -33,21 +33,6 @@ void dsec_tty_restore(int fd, const struct termios *saved)
 	tcsetattr(fd, TCSADRAIN, saved);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void copy_winsize(int from_a, int from_b, int ptm)
 {
 	struct winsize ws;
@@ -108,7 +93,7 @@ int dsec_pty_relay(int ptm, int pidfd, int in, int out, uint64_t deadline_us, st
 		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
 			r = read(ptm, obuf, sizeof(obuf));
 			if (r > 0) {
-				if (write_all(out, obuf, (size_t)r) < 0) {
+				if (dsec_write_all(out, obuf, (size_t)r) < 0) {
 					ret = dsec_err_sys(err, "write output");
 					break;
 				}

@@ -664,17 +664,8 @@ static int userns_handshake(int sock, pid_t pid, const struct dsec_idmap *m, str
 const char *dsec_host_resolv(void)
 {
 	static char buf[4096];
-	int fd = open("/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
 
-	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n < 0)
-		return NULL;
-	buf[n] = '\0';
-	return buf;
+	return dsec_read_proc("/etc/resolv.conf", buf, sizeof(buf)) < 0 ? NULL : buf;
 }
 
 int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_err *err)

@@ -248,7 +248,7 @@ int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err);
 
 /* The node's resolver configuration, which a --net host sandbox gets as its /etc/resolv.conf
  * (read at each call: a long dsec-spawn sees the node's changes), in a static buffer; NULL
- * when the node has none. */
+ * when the node has none or an empty one. */
 const char *dsec_host_resolv(void);
 
 #endif

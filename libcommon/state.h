@@ -35,6 +35,9 @@ int dsec_write_atomic(int dirfd, const char *name, const void *data, size_t len,
  * Does not follow a symlink in the last component. Returns length or -1. */
 ssize_t dsec_read_file(int dirfd, const char *name, size_t max, char **out, struct dsec_err *err);
 
+/* Write all n bytes of buf to fd (again after EINTR or a short write). 0 or -1 (errno set). */
+int dsec_write_all(int fd, const void *buf, size_t n);
+
 /* Read what one read(2) gives of a small kernel file (/proc, /sys) into buf (n bytes, kept
  * NUL-terminated). Returns the length, or -1 (nothing read, buf ""). */
 ssize_t dsec_read_proc(const char *path, char *buf, size_t n);
