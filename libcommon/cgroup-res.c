@@ -198,6 +198,21 @@ static uint64_t blkio_sum(const char *buf, const char *op)
 	return sum;
 }
 
+int64_t dsec_cgroup_oom_kills(const struct dsec_sandbox *sb)
+{
+	const char *dir = sb->cg.version == 2 ? sb->cg.v2 : sb->cg.v1[DSEC_CG_MEMORY];
+	const char *file = sb->cg.version == 2 ? "memory.events" : "memory.oom_control";
+	char buf[512];
+	const char *s;
+
+	if (!dir[0] || dsec_cg_read(dir, file, buf, sizeof(buf)) < 0)
+		return -1;
+	for (s = buf; (s = strstr(s, "oom_kill ")); s += 9)
+		if (s == buf || s[-1] == '\n')
+			return (int64_t)strtoull(s + 9, NULL, 10);
+	return -1;
+}
+
 int dsec_cgroup_usage(const struct dsec_sandbox *sb, struct dsec_cgroup_usage *u,
 		      struct dsec_err *err)
 {

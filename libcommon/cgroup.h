@@ -100,6 +100,11 @@ struct dsec_cgroup_usage {
 int dsec_cgroup_usage(const struct dsec_sandbox *sb, struct dsec_cgroup_usage *u,
 		      struct dsec_err *err);
 
+/* How many processes the OOM killer has ended in the sandbox's memory cgroup since it was made
+ * (v2 memory.events, v1 memory.oom_control "oom_kill"), or -1 when unknown. A count, not a
+ * total per sandbox: a spare cgroup (below) keeps its count, so take differences. */
+int64_t dsec_cgroup_oom_kills(const struct dsec_sandbox *sb);
+
 /* Callback for each sandbox cgroup (child dir of the parent) in every hierarchy in use, by name;
  * a name present in several v1 hierarchies comes once per hierarchy. */
 /* Spare cgroups (cgspare.c; cgroup v1): a reaped sandbox's cgroups kept, emptied, for the next

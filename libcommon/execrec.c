@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "journal.h"
 #include "jsonl.h"
 
@@ -34,6 +35,7 @@ struct job {
 	size_t stdin_len, stdin_off;
 	uint64_t deadline;
 	struct rusage ru;
+	int64_t oom0; /* the sandbox's OOM kill count when it started (-1 unknown) */
 	struct dsec_journal_step *js; /* its step in the journal, or NULL */
 };
 
@@ -553,6 +555,7 @@ again:
 			goto bad;
 		}
 	}
+	j->oom0 = dsec_cgroup_oom_kills(&j->tc->t.sb);
 	r = dsec_exec_start(&j->tc->t, &s, &j->pr, &e);
 	close(po[1]);
 	close(pe[1]);
@@ -631,6 +634,7 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 	struct dsec_journal_step *js;
 	struct dsec_err e;
 	unsigned long seq;
+	int64_t oom;
 	int k;
 
 	/* What the command wrote before it exited is in the pipes: take it (bounded, since a
@@ -654,6 +658,12 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 			    dsec_utf8_json(j->cerr.buf ? j->cerr.buf : "", j->cerr.len));
 	json_object_set_new(x, "truncated", json_boolean(j->cout.truncated || j->cerr.truncated));
 	json_object_set_new(x, "timed_out", json_boolean(j->timed_out));
+	/* processes of the sandbox the OOM killer ended while the command ran: the command or
+	 * anything it started, or anything else running there then */
+	oom = j->oom0 >= 0 ? dsec_cgroup_oom_kills(&j->tc->t.sb) : -1;
+	json_object_set_new(x, "oom_kills",
+			    oom >= j->oom0 && oom >= 0 ? json_integer((json_int_t)(oom - j->oom0))
+						       : json_null());
 	json_object_set_new(x, "wall_us",
 			    json_integer((json_int_t)(dsec_now_us() - j->pr.start_us)));
 	json_object_set_new(

@@ -347,6 +347,15 @@ rec() {
 	B=$(spawn_probe)
 	run dsec-exec "$S" probe alloc 128
 	[ "$status" -eq 137 ] || { echo "alloc: $output ($status)"; return 1; }
+	# records say the OOM killer did it: the command itself, or a child its shell outlived
+	run bash -c "$(declare -f rec); rec $S | dsec-exec -- probe alloc 128"
+	json_is "$output" .exec.signal SIGKILL
+	json_is "$output" .exec.oom_kills 1
+	run bash -c "$(declare -f rec); rec $S | dsec-exec -- sh -c 'probe alloc 128; echo \$?'"
+	json_is "$output" .exec.stdout 137
+	json_is "$output" .exec.oom_kills 1
+	run bash -c "$(declare -f rec); rec $S | dsec-exec -- probe alloc 4"
+	json_is "$output" .exec.oom_kills 0
 	run dsec-exec "$S" probe forks 200
 	[[ "$output" =~ forked=([0-9]+)\ err=EAGAIN ]] && [ "${BASH_REMATCH[1]}" -lt 32 ]
 	run dsec-exec "$S" probe fill /tmp/f 64
