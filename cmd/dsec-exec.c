@@ -35,7 +35,7 @@ static const char help[] =
     "or the record's own \"cmd\" (array) or \"sh\" (string for /bin/sh -c), in each record's\n"
     "sandbox; print each record with \"exec\":{cmd,exit,signal,stdout,stderr,truncated,\n"
     "timed_out,oom_kills,wall_us,cpu_us,max_rss_kb} added, as the commands finish. A record\n"
-    "may also carry \"stdin\" (string), \"env\" (object), \"cwd\" and \"timeout\".\n"
+    "may also carry \"stdin\" (string), \"env\" (object), \"cwd\", \"user\" and \"timeout\".\n"
     "\n"
     "Copy files (a file or a directory tree, like docker cp; PATH inside the sandbox is\n"
     "resolved there, never on the host):\n"
@@ -48,6 +48,8 @@ static const char help[] =
     "  -t, --tty              allocate a pseudo-terminal in the sandbox (interactive shell)\n"
     "  -e, --env K=V          set an environment variable (K alone: take the host's value)\n"
     "  -w, --workdir DIR      working directory inside the sandbox (default /)\n"
+    "  -u, --user U[:G]       run as user U (name or uid, from the sandbox's /etc/passwd)\n"
+    "                         and group G; default root inside; no capabilities then\n"
     "      --timeout D        kill the command and everything it started after D (30s, 2m)\n"
     "  -j, --jobs N           records: run up to N commands at once (default 1)\n"
     "  -k, --keep-order       records: print them in input order, not as they finish\n"
@@ -88,6 +90,7 @@ static const struct option longopts[] = {
     {"tty", no_argument, NULL, 't'},
     {"env", required_argument, NULL, 'e'},
     {"workdir", required_argument, NULL, 'w'},
+    {"user", required_argument, NULL, 'u'},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"jobs", required_argument, NULL, 'j'},
     {"keep-order", no_argument, NULL, 'k'},
@@ -235,12 +238,13 @@ static int relay_run(int pidfd, uint64_t deadline)
 }
 
 static int foreground(const struct dsec_paths *paths, const char *id, char **argv, char **envset,
-		      const char *cwd, int tty, uint64_t timeout_us)
+		      const char *cwd, const char *user, int tty, uint64_t timeout_us)
 {
 	static const int fwd[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
 	struct dsec_exec_target t;
 	struct dsec_exec_spec s = {.argv = argv, .cwd = cwd, .tty = tty, .fd = {0, 1, 2}};
 	struct dsec_exec_proc pr;
+	struct dsec_exec_user who;
 	struct dsec_env env = {0};
 	struct dsec_err err = {0};
 	struct termios saved;
@@ -253,7 +257,9 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		dsec_err_print(&err);
 		return 125;
 	}
-	if (dsec_env_init(&env, &t.sb, &err) < 0 ||
+	if ((user && dsec_exec_user_resolve(&t, user, &who, &err) < 0) ||
+	    dsec_env_init(&env, &t.sb, &err) < 0 ||
+	    (user && dsec_env_set(&env, "HOME", who.home, &err) < 0) ||
 	    (tty &&
 	     dsec_env_set(&env, "TERM", getenv("TERM") ? getenv("TERM") : "xterm", &err) < 0))
 		goto fail;
@@ -261,6 +267,7 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		if (dsec_env_put(&env, envset[i], &err) < 0)
 			goto fail;
 	s.envp = env.v;
+	s.user = user ? &who : NULL;
 	s.killable = timeout_us > 0;
 	if (tty && ioctl(0, TIOCGWINSZ, &s.ws) < 0 && ioctl(1, TIOCGWINSZ, &s.ws) < 0)
 		s.ws.ws_row = 0;
@@ -392,7 +399,7 @@ int main(int argc, char **argv)
 	struct dsec_paths paths;
 	struct dsec_execrec_opts ro = {.jobs = 1, .max_output = 1 << 20, .tool = "dsec-exec"};
 	struct dsec_err err = {0};
-	const char *cwd = NULL;
+	const char *cwd = NULL, *user = NULL;
 	char **envset = calloc((size_t)argc + 1, sizeof(char *));
 	int c, tty = 0, nenv = 0, recopts = 0;
 	long long n;
@@ -414,7 +421,7 @@ int main(int argc, char **argv)
 		close(c);
 	if (!envset)
 		return DSEC_EXIT_FATAL;
-	while ((c = getopt_long(argc, argv, "+hVqvte:w:j:k", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hVqvte:w:u:j:k", longopts, NULL)) != -1) {
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
 		switch (c) {
@@ -426,6 +433,11 @@ int main(int argc, char **argv)
 			break;
 		case 'w':
 			cwd = optarg;
+			break;
+		case 'u':
+			if (!*optarg)
+				dsec_usage_error("--user: empty");
+			user = optarg;
 			break;
 		case 'j':
 			if (dsec_parse_count(optarg, 1, 4096, &n, "--jobs", &err) < 0)
@@ -491,7 +503,7 @@ int main(int argc, char **argv)
 		if (recopts)
 			dsec_usage_error("-j, -k, --max-output and the journal options apply to "
 					 "records, not to one ID");
-		exit(foreground(&paths, id, argv + optind, envset, cwd, tty, ro.timeout_us));
+		exit(foreground(&paths, id, argv + optind, envset, cwd, user, tty, ro.timeout_us));
 	}
 	if (tty)
 		dsec_usage_error("-t needs a sandbox ID");
@@ -502,6 +514,7 @@ int main(int argc, char **argv)
 	ro.argv = optind < argc ? argv + optind : NULL;
 	ro.env = envset;
 	ro.cwd = cwd;
+	ro.user = user;
 	if (journal && open_journal(&ro, journal, jflags) < 0)
 		return dsec_cli_exit(DSEC_EXIT_FATAL);
 	failed = dsec_execrec_run(&ro, 0, &err);

@@ -365,6 +365,7 @@ int dsec_exec_policy(const char *seccomp_profile, struct dsec_err *err)
 __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 {
 	const char *cwd = c->s->cwd && *c->s->cwd ? c->s->cwd : "/";
+	const struct dsec_exec_user *u = c->s->user && c->s->user->set ? c->s->user : NULL;
 	struct dsec_err err = {0};
 	sigset_t none;
 	int i, e;
@@ -377,6 +378,17 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	if ((c->sock > 3 && syscall(SYS_close_range, 3U, (unsigned)c->sock - 1, 0U) < 0) ||
 	    syscall(SYS_close_range, (unsigned)c->sock + 1, ~0U, 0U) < 0) {
 		dsec_err_sys(&err, "close_range");
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	}
+	/* Another user: capabilities go to the default set first (setuid needs two of them), then
+	 * the ids, which clear what was left of them unless the user is root; the cwd is then
+	 * looked up as that user. Raw system calls, as in child_enter. */
+	if (u && (dsec_caps_apply(policy_caps, &err) < 0 ||
+		  syscall(SYS_setgroups, u->ngroups, u->groups) < 0 ||
+		  syscall(SYS_setresgid, u->gid, u->gid, u->gid) < 0 ||
+		  syscall(SYS_setresuid, u->uid, u->uid, u->uid) < 0)) {
+		if (!err.errnum)
+			dsec_err_sys(&err, "become user %u:%u", (unsigned)u->uid, (unsigned)u->gid);
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
 	if (enter_cwd(cwd) < 0) {
@@ -411,7 +423,8 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
 	/* last before exec: the filter denies what setting up needed */
-	if (dsec_caps_apply(policy_caps, &err) < 0 || dsec_seccomp_apply(policy_sc, &err) < 0)
+	if ((!u && dsec_caps_apply(policy_caps, &err) < 0) ||
+	    dsec_seccomp_apply(policy_sc, &err) < 0)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	if (c->s->fn) {
 		/* Stays undumpable (set in child_enter): the sandbox's processes share our uid and

@@ -66,6 +66,23 @@ void dsec_exec_target_close(struct dsec_exec_target *t);
  * again. For callers that keep targets open across records. */
 int dsec_exec_target_fresh(struct dsec_exec_target *t);
 
+/* Who a command runs as (dsec-exec --user), resolved in the sandbox. */
+#define DSEC_EXEC_USER_GROUPS 64
+struct dsec_exec_user {
+	int set;
+	uid_t uid; /* ids inside the sandbox's user namespace */
+	gid_t gid;
+	size_t ngroups; /* supplementary groups: gid first, then /etc/group's that list the user */
+	gid_t groups[DSEC_EXEC_USER_GROUPS];
+	char home[512]; /* from /etc/passwd, "/" without an entry */
+};
+
+/* Resolve "USER[:GROUP]" (names or numeric ids) in t's /etc/passwd and /etc/group, read from
+ * inside the sandbox: a name must be there, a numeric uid need not (group 0 and home "/" then).
+ * Ids the sandbox's user namespace does not map are refused (ERANGE). 0, or -1 with err. */
+int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
+			   struct dsec_exec_user *u, struct dsec_err *err);
+
 struct dsec_exec_spec {
 	char *const *argv; /* argv[0] without '/' is searched in the PATH of envp, in the sandbox */
 	char *const *envp; /* the whole environment (see dsec_env_*) */
@@ -74,6 +91,7 @@ struct dsec_exec_spec {
 	int tty;   /* allocate a pty in the sandbox's devpts; fd[] is then ignored */
 	struct winsize ws; /* tty: initial window size (0 rows = leave it) */
 	int killable;      /* give it its own cgroup, so dsec_exec_kill gets every process */
+	const struct dsec_exec_user *user; /* run as this user (NULL or unset: root inside) */
 	/* Instead of exec: call fn(arg) in the fully set up process (namespaces, cgroup, fds,
 	 * capabilities, no_new_privs) and exit 0 when it returns 0, else 1. Start returns once the
 	 * setup is done. For dsec-exec cp: file work done as the sandbox, inside it. */
@@ -160,6 +178,7 @@ struct dsec_execrec_opts {
 	char *const *argv;   /* default command; NULL = each record brings one */
 	char *const *env; /* "K=V" settings after the sandbox's env, NULL-terminated; may be NULL */
 	const char *cwd;  /* default cwd; NULL = "/" */
+	const char *user; /* default user, "USER[:GROUP]" (dsec_exec_user_resolve); NULL = root */
 	const char *tool; /* names the tool in error objects */
 	/* trajectory journal (journal.h) or NULL: steps that completed are answered from it,
 	 * the others are recorded in it; a gone sandbox is rebuilt when the journal says so */

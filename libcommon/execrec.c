@@ -333,13 +333,13 @@ static json_t *command_of(struct loop *L, json_t *rec, struct dsec_err *err)
 }
 
 static int record_env(struct loop *L, struct dsec_env *env, const struct dsec_sandbox *sb,
-		      json_t *rec, struct dsec_err *err)
+		      const struct dsec_exec_user *u, json_t *rec, struct dsec_err *err)
 {
 	json_t *e = json_object_get(rec, "env"), *v;
 	const char *k;
 	size_t i;
 
-	if (dsec_env_init(env, sb, err) < 0)
+	if (dsec_env_init(env, sb, err) < 0 || (u && dsec_env_set(env, "HOME", u->home, err) < 0))
 		return -1;
 	for (i = 0; L->o->env && L->o->env[i]; i++)
 		if (dsec_env_put(env, L->o->env[i], err) < 0)
@@ -355,6 +355,27 @@ static int record_env(struct loop *L, struct dsec_env *env, const struct dsec_sa
 		if (dsec_env_set(env, k, json_string_value(v), err) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* The record's "user" (a string, or a uid as a number) or the option's; NULL: root. */
+static int record_user(struct loop *L, json_t *rec, char *buf, size_t n, const char **user,
+		       struct dsec_err *err)
+{
+	json_t *u = json_object_get(rec, "user");
+
+	*user = L->o->user;
+	if (!u || json_is_null(u))
+		return 0;
+	if (json_is_string(u) && json_string_length(u) > 0 &&
+	    strlen(json_string_value(u)) == json_string_length(u))
+		*user = json_string_value(u);
+	else if (json_is_integer(u) && json_integer_value(u) >= 0 &&
+		 json_integer_value(u) < 0xffffffffLL) {
+		snprintf(buf, n, "%lld", (long long)json_integer_value(u));
+		*user = buf;
+	} else
+		return dsec_err_set(err, EINVAL, "\"user\" is not a user name or a uid");
 	return 0;
 }
 
@@ -467,7 +488,9 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 	       *in = json_object_get(rec, "stdin");
 	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, retried = 0, rebuilt = 0;
 	int fatal = 0;
-	char **argv = NULL;
+	char **argv = NULL, ubuf[32];
+	const char *user;
+	struct dsec_exec_user who;
 	uint64_t tmo;
 
 	if (json_object_get(rec, "error"))
@@ -490,7 +513,8 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 			     cwd && !json_is_string(cwd) ? "cwd" : "stdin");
 		goto bad;
 	}
-	if (record_timeout(L, rec, &tmo, &e) < 0) {
+	if (record_timeout(L, rec, &tmo, &e) < 0 ||
+	    record_user(L, rec, ubuf, sizeof(ubuf), &user, &e) < 0) {
 		dsec_err_wrap(&e, "%s", json_string_value(id));
 		goto bad;
 	}
@@ -522,7 +546,11 @@ again:
 		goto bad;
 	}
 	j->tc->refs++;
-	if (record_env(L, &env, &j->tc->t.sb, rec, &e) < 0) {
+	if (user && dsec_exec_user_resolve(&j->tc->t, user, &who, &e) < 0) {
+		dsec_err_wrap(&e, "%s", json_string_value(id));
+		goto bad;
+	}
+	if (record_env(L, &env, &j->tc->t.sb, user ? &who : NULL, rec, &e) < 0) {
 		dsec_err_wrap(&e, "%s", json_string_value(id));
 		goto bad;
 	}
@@ -535,6 +563,7 @@ again:
 	s.argv = argv;
 	s.envp = env.v;
 	s.cwd = cwd ? json_string_value(cwd) : L->o->cwd;
+	s.user = user ? &who : NULL;
 	s.fd[0] = pi[0];
 	s.fd[1] = po[1];
 	s.fd[2] = pe[1];
@@ -544,6 +573,7 @@ again:
 					       .optenv = L->o->env,
 					       .recenv = json_object_get(rec, "env"),
 					       .cwd = s.cwd,
+					       .user = user,
 					       .stdin_s = json_string_value(in),
 					       .stdin_len = json_string_length(in),
 					       .timeout_us = tmo,

@@ -58,12 +58,14 @@ int dsec_jn_note_sandbox(struct dsec_journal *j, const struct dsec_sandbox *sb, 
 static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err *err)
 {
 	json_t *cmd = json_object_get(st, "cmd"), *in = json_object_get(st, "stdin"), *v, *x, *envs;
-	const char *cwd = json_string_value(json_object_get(st, "cwd"));
+	const char *cwd = json_string_value(json_object_get(st, "cwd")),
+		   *user = json_string_value(json_object_get(st, "user"));
 	json_int_t tmo = json_integer_value(json_object_get(st, "timeout_us")),
 		   mo = json_integer_value(json_object_get(st, "max_output"));
 	struct dsec_exec_spec sp = {.cwd = cwd, .killable = tmo > 0};
 	struct dsec_capture co = {.max = mo > 0 ? (size_t)mo : 1 << 20}, ce = {.max = co.max};
 	struct dsec_exec_proc pr;
+	struct dsec_exec_user who;
 	struct dsec_env env = {0};
 	struct rusage ru;
 	int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, r, st_ = 0, timed_out = 0;
@@ -78,8 +80,11 @@ static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err
 	}
 	for (i = 0; i < n; i++)
 		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
-	if (dsec_env_init(&env, &t->sb, err) < 0)
+	if ((user && dsec_exec_user_resolve(t, user, &who, err) < 0) ||
+	    dsec_env_init(&env, &t->sb, err) < 0 ||
+	    (user && dsec_env_set(&env, "HOME", who.home, err) < 0))
 		goto out;
+	sp.user = user ? &who : NULL;
 	envs = json_object_get(st, "env");
 	for (i = 0; i < json_array_size(envs); i++) {
 		v = json_array_get(envs, i);

@@ -774,6 +774,8 @@ int dsec_journal_start(struct dsec_journal *j, struct dsec_journal_step *s,
 		      "id", sb->id, "cmd", sp->cmd, "env", env);
 	if (sp->cwd)
 		json_object_set_new(e, "cwd", json_string(sp->cwd));
+	if (sp->user)
+		json_object_set_new(e, "user", json_string(sp->user));
 	if (sp->stdin_s)
 		json_object_set_new(e, "stdin", json_stringn(sp->stdin_s, sp->stdin_len));
 	if (sp->timeout_us)

@@ -72,6 +72,7 @@ struct dsec_journal_spec {
 	char *const *optenv; /* "K=V" (or "K": the host's value) from the options, or NULL */
 	json_t *recenv;      /* the record's "env" object, set after optenv, or NULL */
 	const char *cwd;     /* NULL = "/" */
+	const char *user;    /* "USER[:GROUP]", NULL = root inside */
 	const char *stdin_s; /* NULL = none */
 	size_t stdin_len;
 	uint64_t timeout_us; /* 0 = none */

@@ -181,6 +181,70 @@ sb_cgroup() {
 	[ "$output" = "(unset)" ]
 }
 
+@test "--user: a name or uid from the sandbox's own passwd and group, no capabilities, HOME" {
+	dsec-exec "$ID" sh -c 'mkdir -p /home/ann && chown 1000:1000 /home/ann && chmod 700 /root &&
+		echo "ann:x:1000:1000::/home/ann:/bin/sh" >>/etc/passwd &&
+		printf "ann:x:1000:\nwheel:x:10:root,ann\nstaff:x:50:ann\n" >>/etc/group'
+	run dsec-exec -u ann "$ID" probe uid
+	[ "$output" = "1000:1000 1000:1000" ]
+	run dsec-exec -u ann "$ID" id -G
+	[ "$output" = "1000 10 50" ]
+	run dsec-exec -u ann "$ID" probe caps
+	[[ "$output" == "eff=0000000000000000 prm=0000000000000000 inh=0000000000000000 "* ]]
+	run dsec-exec -u ann "$ID" probe nnp
+	[ "$output" = 1 ]
+	run dsec-exec -u ann "$ID" probe env HOME
+	[ "$output" = /home/ann ]
+	run dsec-exec -u ann -e HOME=/tmp "$ID" probe env HOME
+	[ "$output" = /tmp ]
+	# the user's rights, not root's: root's dir is closed, its own is not
+	run dsec-exec -u ann "$ID" sh -c 'touch /root/x; echo $?; touch ~/y && stat -c %u:%g ~/y'
+	[ "$output" = $'touch: /root/x: Permission denied\n1\n1000:1000' ]
+	run dsec-exec -u ann -w /root "$ID" probe cwd
+	[ "$status" -eq 126 ]
+	# numeric: need not be in passwd (group 0, home /), group by name or number
+	run dsec-exec -u 4242 "$ID" sh -c 'probe uid; probe env HOME'
+	[ "$output" = $'4242:0 4242:0\n/' ]
+	run dsec-exec -u 4242:staff "$ID" probe uid
+	[ "$output" = "4242:50 4242:50" ]
+	run dsec-exec -u ann:7 "$ID" probe uid
+	[ "$output" = "1000:7 1000:7" ]
+	# root with another group keeps root's capabilities
+	run dsec-exec -u 0:ann "$ID" probe uid
+	[ "$output" = "0:1000 0:1000" ]
+	# errors: one line, the status of a setup failure
+	run --separate-stderr dsec-exec -u nobody-here "$ID" true
+	[ "$status" -eq 125 ] && [[ "$stderr" == *"user 'nobody-here': not in the sandbox's /etc/passwd"* ]]
+	run --separate-stderr dsec-exec -u ann:nogroup-here "$ID" true
+	[ "$status" -eq 125 ] && [[ "$stderr" == *"group 'nogroup-here'"* ]]
+	run --separate-stderr dsec-exec -u 99999999 "$ID" true
+	[ "$status" -eq 125 ] && [[ "$stderr" == *"is not mapped in the sandbox"* ]]
+	run dsec-exec -u '' "$ID" true
+	[ "$status" -eq 2 ]
+	# a passwd that is a fifo or a link out of the sandbox is not read on the host
+	dsec-exec "$ID" sh -c 'mv /etc/passwd /etc/passwd.real && mkfifo /etc/passwd'
+	run --separate-stderr timeout 10 dsec-exec -u ann "$ID" true
+	[ "$status" -eq 125 ]
+	dsec-exec "$ID" sh -c 'rm /etc/passwd && ln -s /proc/1/root/etc/passwd.real /etc/passwd'
+	run --separate-stderr timeout 10 dsec-exec -u ann "$ID" true
+	[ "$status" -eq 125 ]
+	dsec-exec "$ID" sh -c 'rm /etc/passwd && mv /etc/passwd.real /etc/passwd'
+	# records: "user" as a name or a uid, the option as default, bad values are error records
+	run bash -c "printf '%s\n' '{\"id\":\"$ID\",\"user\":\"ann\",\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"user\":77,\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"user\":-1,\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"user\":\"no-one\",\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"cmd\":[\"probe\",\"uid\"]}' | dsec-exec -k -u 5:5"
+	[ "$status" -eq 1 ]
+	local r
+	r=$(records)
+	json_is "$(sed -n 1p <<<"$r")" .exec.stdout "1000:1000 1000:1000"
+	json_is "$(sed -n 2p <<<"$r")" .exec.stdout "77:0 77:0"
+	json_has "$(sed -n 3p <<<"$r")" '.error.msg | contains("\"user\" is not")'
+	json_has "$(sed -n 4p <<<"$r")" '.error.msg | contains("no-one")'
+	json_is "$(sed -n 5p <<<"$r")" .exec.stdout "5:5 5:5"
+}
+
 @test "records: result added, user key kept, record cmd/sh/stdin/env/cwd" {
 	run bash -c "printf '%s\n' \
 		'{\"id\":\"$ID\",\"task\":\"t1\",\"sh\":\"echo out; echo err >&2; exit 3\"}' \

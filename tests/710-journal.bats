@@ -190,8 +190,8 @@ done_count() {
 @test "journal: --rebuild spawns a new sandbox from the image, replays the steps, reports differences" {
 	id=$(spawn 1)
 	jq -nc --arg id "$id" '
-		{id: $id, traj: "t", sh: "mkdir -p /work && echo hello >/work/a"},
-		{id: $id, traj: "t", sh: "echo world >>/work/a; cat /work/a"},
+		{id: $id, traj: "t", sh: "mkdir -p /work && echo hello >/work/a && chown 1234 /work/a"},
+		{id: $id, traj: "t", user: 1234, sh: "echo world >>/work/a; cat /work/a; id -u"},
 		{id: $id, traj: "t", sh: "cat /proc/sys/kernel/random/uuid"},
 		{id: $id, traj: "t", sh: "hostname"}' >"$TESTDIR/recs"
 	run dsec-exec --journal "$J" <"$TESTDIR/recs"
@@ -228,6 +228,8 @@ done_count() {
 	[ "$(dsec-exec "$new" -- cat /work/a | tr '\n' ,)" = "hello,world,again," ]
 	grep -q '"t":"rebuild","from":"'"$id"'","id":"'"$new"'"' "$J"
 	grep -q '"t":"sandbox","id":"'"$new"'","root":"'"$id"'","image":"busybox"' "$J"
+	# the step run as another user was run again as that user (else step 1 would differ)
+	grep -q '"user":"1234"' "$J"
 
 	# started again: everything replayed, the records name the new sandbox
 	run dsec-exec --journal "$J" --rebuild <"$TESTDIR/recs"
