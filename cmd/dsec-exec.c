@@ -35,7 +35,8 @@ static const char help[] =
     "or the record's own \"cmd\" (array) or \"sh\" (string for /bin/sh -c), in each record's\n"
     "sandbox; print each record with \"exec\":{cmd,exit,signal,stdout,stderr,truncated,\n"
     "timed_out,oom_kills,wall_us,cpu_us,max_rss_kb} added, as the commands finish. A record\n"
-    "may also carry \"stdin\" (string), \"env\" (object), \"cwd\", \"user\" and \"timeout\".\n"
+    "may also carry \"stdin\" (string), \"env\" (object), \"cwd\", \"run_as\" (a user) and\n"
+    "\"timeout\".\n"
     "\n"
     "Copy files (a file or a directory tree, like docker cp; PATH inside the sandbox is\n"
     "resolved there, never on the host):\n"
@@ -257,6 +258,7 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		dsec_err_print(&err);
 		return 125;
 	}
+	user = dsec_exec_user_default(&t, user);
 	if ((user && dsec_exec_user_resolve(&t, user, &who, &err) < 0) ||
 	    dsec_env_init(&env, &t.sb, &err) < 0 ||
 	    (user && dsec_env_set(&env, "HOME", who.home, &err) < 0) ||

@@ -143,8 +143,8 @@ static int cmd_compose(const struct dsec_paths *p, const char *name, int argc, c
 		dsec_usage_error("compose needs at least one LAYER");
 	if (argc > DSEC_MAX_LAYERS)
 		dsec_usage_error("compose takes at most %d layers", DSEC_MAX_LAYERS);
-	if (dsec_store_compose(p, name, (const char *const *)argv, (unsigned)argc, &rec, &err) <
-	    0) {
+	if (dsec_store_compose(p, name, (const char *const *)argv, (unsigned)argc, NULL, &rec,
+			       &err) < 0) {
 		fail("image", name, &err);
 		return 0;
 	}

@@ -25,7 +25,8 @@ static const char usage[] =
     "   or: dsec-spawn --resize [ID]... [RESOURCE OPTION]...\n"
     "Create sandboxes from IMAGE and print one JSON record per sandbox. Without --image, read\n"
     "one spec record per line on standard input (keys: image, cpus, memory, pids, disk, net,\n"
-    "ttl, env, hostname, labels, allow, bandwidth, and the resource options' names with '_':\n"
+    "ttl, env, hostname, workdir, run_as, labels, allow, bandwidth, and the resource options'\n"
+    "names with '_':\n"
     "cpu_request, …, class); the options then give the defaults, and every other member of a\n"
     "record passes through to its output. With --resize, change the limits, requests or class\n"
     "of live sandboxes (the IDs, or records with \"id\" on standard input) to what the options\n"
@@ -60,6 +61,10 @@ static const char usage[] =
     "      --ttl DURATION    lifetime before dsec-reap --expired takes it (default 1h; 0 = none)\n"
     "      --env K=V         environment for commands run in it (repeatable)\n"
     "      --hostname H      host name inside (default: the sandbox id)\n"
+    "      --workdir DIR     commands' default working directory (default: the image's, else\n"
+    "                        /); dsec-exec -w overrides it\n"
+    "      --user U[:G]      commands' default user (default: the image's, else root); as\n"
+    "                        dsec-exec -u, which overrides it\n"
     "      --label K=V       a label kept in its state and shown by dsec-ps (repeatable)\n"
     "      --from ID         fork: start from the current files of sandbox ID (committed as\n"
     "                        image ID by dsec-layer commit), instead of --image\n"
@@ -87,6 +92,8 @@ enum {
 	OPT_TTL,
 	OPT_ENV,
 	OPT_HOSTNAME,
+	OPT_WORKDIR,
+	OPT_USER,
 	OPT_LABEL,
 	OPT_WARM_ONLY,
 	OPT_FROM,
@@ -109,6 +116,8 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"ttl", required_argument, NULL, OPT_TTL},
 					 {"env", required_argument, NULL, OPT_ENV},
 					 {"hostname", required_argument, NULL, OPT_HOSTNAME},
+					 {"workdir", required_argument, NULL, OPT_WORKDIR},
+					 {"user", required_argument, NULL, OPT_USER},
 					 {"label", required_argument, NULL, OPT_LABEL},
 					 {"warm-only", no_argument, NULL, OPT_WARM_ONLY},
 					 {"from", required_argument, NULL, OPT_FROM},
@@ -138,6 +147,7 @@ struct spec {
 	enum dsec_net net;
 	const char *hostname;
 	json_t *env;                 /* array of "K=V" */
+	const char *workdir, *user;  /* commands' defaults; NULL: the image's */
 	json_t *labels;              /* object */
 	struct dsec_net_policy *pol; /* nat: allow-list and bandwidth */
 };
@@ -233,6 +243,17 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 			return dsec_err_set(err, EINVAL, "'hostname': not a valid host name");
 		s->hostname = json_string_value(v);
 	}
+	/* "run_as", not "user": pipelines carry that key for their own ends */
+	if ((v = json_object_get(rec, "workdir"))) {
+		if (!dsec_workdir_ok(json_string_value(v)))
+			return dsec_err_set(err, EINVAL, "'workdir': want an absolute path");
+		s->workdir = json_string_value(v);
+	}
+	if ((v = json_object_get(rec, "run_as"))) {
+		if (!dsec_user_spec_ok(json_string_value(v)))
+			return dsec_err_set(err, EINVAL, "'run_as': want \"USER[:GROUP]\"");
+		s->user = json_string_value(v);
+	}
 	if ((v = json_object_get(rec, "env"))) {
 		json_t *e;
 		const char *k;
@@ -326,6 +347,22 @@ static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, 
 	return rec;
 }
 
+/* Image name's run config (store.h), read once per image for this run; borrowed, or NULL. */
+static json_t *image_config(const struct dsec_paths *paths, const char *name)
+{
+	static char cached[DSEC_NAME_MAX + 1];
+	static json_t *cfg;
+	static int have;
+
+	if (!have || strcmp(cached, name)) {
+		json_decref(cfg);
+		cfg = dsec_image_config(paths, name);
+		snprintf(cached, sizeof(cached), "%s", name);
+		have = 1;
+	}
+	return cfg;
+}
+
 /* Create one sandbox for rec (borrowed) and emit its record. Returns 0, 1 when it failed (an
  * error record was emitted), -1 when stdout is gone. */
 static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct spec *s)
@@ -333,11 +370,19 @@ static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct sp
 	struct dsec_sandbox sb;
 	struct dsec_err err = {0};
 	static char netpol[DSEC_NETPOL_MAX];
-	json_t *rec = json_deep_copy(in), *nat = NULL;
+	json_t *rec = json_deep_copy(in), *nat = NULL, *cfg, *env = s->env, *ienv;
 	uint64_t t0, w0 = dsec_now_us();
 	unsigned round = 0;
 	int rc, warm = 0;
 
+	/* the image's environment first, so --env and the record's "env" win */
+	cfg = s->image ? image_config(paths, s->image) : NULL;
+	if (json_array_size(ienv = json_object_get(cfg, "env"))) {
+		env = json_copy(ienv);
+		if (s->env)
+			json_array_extend(env, s->env);
+	} else
+		env = s->env ? json_incref(s->env) : NULL;
 again:
 	memset(&sb, 0, sizeof(sb));
 	if (!s->image) {
@@ -356,8 +401,12 @@ again:
 	sb.net = s->net;
 	if (s->hostname)
 		snprintf(sb.hostname, sizeof(sb.hostname), "%s", s->hostname);
-	sb.env = s->env;
+	sb.env = env;
 	sb.labels = s->labels;
+	snprintf(sb.workdir, sizeof(sb.workdir), "%s",
+		 s->workdir ? s->workdir : json_string_value(json_object_get(cfg, "workdir")) ?: "");
+	snprintf(sb.user, sizeof(sb.user), "%s",
+		 s->user ? s->user : json_string_value(json_object_get(cfg, "user")) ?: "");
 	t0 = dsec_now_us();
 	/* a nat pool matches only the same allow-list and bandwidth */
 	claimer.netpol = NULL;
@@ -401,10 +450,12 @@ again:
 		if (warm == 1)
 			dsec_sandbox_free(&sb);
 		json_decref(rec);
+		json_decref(env);
 		dsec_err_print(&err);
 		return -1;
 	}
 	json_decref(rec);
+	json_decref(env);
 	/* a pipeline may already have run and reaped it: gone is handed out too */
 	if (dsec_sandbox_commit(&sb, &err) < 0 && err.errnum != ENOENT)
 		dsec_err_print(&err);
@@ -416,6 +467,7 @@ failed:
 	dsec_jsonl_set_error(rec, &err, "dsec-spawn");
 	rc = dsec_jsonl_emit(rec, &err);
 	json_decref(rec);
+	json_decref(env);
 	return rc < 0 ? -1 : 1;
 }
 
@@ -588,8 +640,9 @@ int main(int argc, char **argv)
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
 		if (c == 'i' || c == 'n' || c == 'j' || c == OPT_NET || c == OPT_TTL ||
-		    c == OPT_ENV || c == OPT_HOSTNAME || c == OPT_LABEL || c == OPT_WARM_ONLY ||
-		    c == OPT_FROM || c == OPT_ALLOW || c == OPT_BANDWIDTH)
+		    c == OPT_ENV || c == OPT_HOSTNAME || c == OPT_WORKDIR || c == OPT_USER ||
+		    c == OPT_LABEL || c == OPT_WARM_ONLY || c == OPT_FROM || c == OPT_ALLOW ||
+		    c == OPT_BANDWIDTH)
 			spawn_opt = c == 'i'   ? "image"
 				    : c == 'n' ? "count"
 				    : c == 'j' ? "jobs"
@@ -650,6 +703,20 @@ int main(int argc, char **argv)
 			if (!hostname_ok(optarg))
 				dsec_usage_error("--hostname '%s': not a valid host name", optarg);
 			def.hostname = optarg;
+			break;
+		case OPT_WORKDIR:
+			if (!dsec_workdir_ok(optarg))
+				dsec_usage_error(
+				    "--workdir '%s': want an absolute path of at most %d "
+				    "bytes",
+				    optarg, DSEC_WORKDIR_MAX);
+			def.workdir = optarg;
+			break;
+		case OPT_USER:
+			if (!dsec_user_spec_ok(optarg))
+				dsec_usage_error("--user '%s': want USER[:GROUP] (a name or an id)",
+						 optarg);
+			def.user = optarg;
 			break;
 		case OPT_WARM_ONLY:
 			warm_only = 1;

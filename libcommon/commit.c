@@ -63,7 +63,8 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 	const char *refs[DSEC_MAX_LAYERS + 1];
 	uint64_t t0 = dsec_now_us();
 	int ufd = -1, paused = 0, rc = -1;
-	json_t *img = NULL;
+	json_t *img = NULL, *cfg, *clean;
+	int r;
 
 	*rec = NULL;
 	if (!dsec_sandbox_id_ok(id))
@@ -110,7 +111,19 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 	for (unsigned i = 0; i < sb.nlayers; i++)
 		refs[i] = sb.layers[i];
 	refs[sb.nlayers] = g.layer;
-	if (dsec_store_compose(p, image ? image : id, refs, sb.nlayers + 1, &img, err) < 0)
+	/* the sandbox's environment, working dir and user go with it, as docker commit does */
+	cfg = json_object();
+	if (json_array_size(sb.env))
+		json_object_set(cfg, "env", sb.env);
+	if (sb.workdir[0])
+		json_object_set_new(cfg, "workdir", json_string(sb.workdir));
+	if (sb.user[0])
+		json_object_set_new(cfg, "user", json_string(sb.user));
+	clean = dsec_image_config_clean(cfg, 0, image ? image : id);
+	json_decref(cfg);
+	r = dsec_store_compose(p, image ? image : id, refs, sb.nlayers + 1, clean, &img, err);
+	json_decref(clean);
+	if (r < 0)
 		goto out;
 	*rec = json_pack("{s:s, s:s, s:s, s:O, s:s, s:I}", "id", id, "image", image ? image : id,
 			 "layer", g.layer, "layers", json_object_get(img, "layers"), "from",

@@ -364,7 +364,9 @@ int dsec_exec_policy(const char *seccomp_profile, struct dsec_err *err)
 /* The command's process: in every namespace of the sandbox, in its cgroup. */
 __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 {
-	const char *cwd = c->s->cwd && *c->s->cwd ? c->s->cwd : "/";
+	/* no cwd asked for: the sandbox's working dir (its image's), "/" while that is missing */
+	int soft = !(c->s->cwd && *c->s->cwd) && c->t->sb.workdir[0];
+	const char *cwd = c->s->cwd && *c->s->cwd ? c->s->cwd : soft ? c->t->sb.workdir : "/";
 	const struct dsec_exec_user *u = c->s->user && c->s->user->set ? c->s->user : NULL;
 	struct dsec_err err = {0};
 	sigset_t none;
@@ -391,7 +393,7 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 			dsec_err_sys(&err, "become user %u:%u", (unsigned)u->uid, (unsigned)u->gid);
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
-	if (enter_cwd(cwd) < 0) {
+	if (enter_cwd(cwd) < 0 && !(soft && errno == ENOENT && enter_cwd("/") == 0)) {
 		dsec_err_sys(&err, "cwd '%s'", cwd);
 		child_fail(c, DSEC_EXEC_CANNOT_RUN, &err);
 	}

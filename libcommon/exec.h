@@ -83,10 +83,15 @@ struct dsec_exec_user {
 int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
 			   struct dsec_exec_user *u, struct dsec_err *err);
 
+/* The user a command runs as: spec when given, else the sandbox's default (its image's or
+ * dsec-spawn --user), else NULL (root inside). */
+const char *dsec_exec_user_default(const struct dsec_exec_target *t, const char *spec);
+
 struct dsec_exec_spec {
 	char *const *argv; /* argv[0] without '/' is searched in the PATH of envp, in the sandbox */
 	char *const *envp; /* the whole environment (see dsec_env_*) */
-	const char *cwd;   /* resolved inside the sandbox; relative to "/"; NULL = "/" */
+	const char *cwd;   /* resolved inside the sandbox; relative to "/"; NULL = the sandbox's
+			    * working dir (sb.workdir; "/" while it is missing), else "/" */
 	int fd[3]; /* host fds that become the command's 0, 1, 2 (-1: /dev/null); not closed */
 	int tty;   /* allocate a pty in the sandbox's devpts; fd[] is then ignored */
 	struct winsize ws; /* tty: initial window size (0 rows = leave it) */

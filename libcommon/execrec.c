@@ -358,11 +358,12 @@ static int record_env(struct loop *L, struct dsec_env *env, const struct dsec_sa
 	return 0;
 }
 
-/* The record's "user" (a string, or a uid as a number) or the option's; NULL: root. */
+/* The record's "run_as" (a string, or a uid as a number) or the option's; NULL: root. Not
+ * "user": pipelines carry that key for their own ends (a chat turn, a person). */
 static int record_user(struct loop *L, json_t *rec, char *buf, size_t n, const char **user,
 		       struct dsec_err *err)
 {
-	json_t *u = json_object_get(rec, "user");
+	json_t *u = json_object_get(rec, "run_as");
 
 	*user = L->o->user;
 	if (!u || json_is_null(u))
@@ -375,7 +376,7 @@ static int record_user(struct loop *L, json_t *rec, char *buf, size_t n, const c
 		snprintf(buf, n, "%lld", (long long)json_integer_value(u));
 		*user = buf;
 	} else
-		return dsec_err_set(err, EINVAL, "\"user\" is not a user name or a uid");
+		return dsec_err_set(err, EINVAL, "\"run_as\" is not a user name or a uid");
 	return 0;
 }
 
@@ -546,6 +547,7 @@ again:
 		goto bad;
 	}
 	j->tc->refs++;
+	user = dsec_exec_user_default(&j->tc->t, user);
 	if (user && dsec_exec_user_resolve(&j->tc->t, user, &who, &e) < 0) {
 		dsec_err_wrap(&e, "%s", json_string_value(id));
 		goto bad;

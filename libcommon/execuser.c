@@ -221,3 +221,8 @@ out:
 	free(copy);
 	return r;
 }
+
+const char *dsec_exec_user_default(const struct dsec_exec_target *t, const char *spec)
+{
+	return spec ? spec : t->sb.user[0] ? t->sb.user : NULL;
+}

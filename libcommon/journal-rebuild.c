@@ -31,6 +31,10 @@ static json_t *sandbox_entry(const struct dsec_sandbox *sb, const char *root)
 	json_object_set_new(e, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(e, "hostname", json_string(sb->hostname));
 	json_object_set_new(e, "env", sb->env ? json_incref(sb->env) : json_array());
+	if (sb->workdir[0])
+		json_object_set_new(e, "workdir", json_string(sb->workdir));
+	if (sb->user[0])
+		json_object_set_new(e, "user", json_string(sb->user));
 	return e;
 }
 
@@ -80,6 +84,7 @@ static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err
 	}
 	for (i = 0; i < n; i++)
 		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
+	user = dsec_exec_user_default(t, user);
 	if ((user && dsec_exec_user_resolve(t, user, &who, err) < 0) ||
 	    dsec_env_init(&env, &t->sb, err) < 0 ||
 	    (user && dsec_env_set(&env, "HOME", who.home, err) < 0))
@@ -212,6 +217,12 @@ static int request_of(json_t *info, struct dsec_sandbox *sb, struct dsec_err *er
 	if (hn)
 		snprintf(sb->hostname, sizeof(sb->hostname), "%s", hn);
 	sb->env = json_is_array(json_object_get(info, "env")) ? json_object_get(info, "env") : NULL;
+	if (dsec_workdir_ok(json_string_value(json_object_get(info, "workdir"))))
+		snprintf(sb->workdir, sizeof(sb->workdir), "%s",
+			 json_string_value(json_object_get(info, "workdir")));
+	if (dsec_user_spec_ok(json_string_value(json_object_get(info, "user"))))
+		snprintf(sb->user, sizeof(sb->user), "%s",
+			 json_string_value(json_object_get(info, "user")));
 	return 0;
 }
 

@@ -183,7 +183,7 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 	char path[PATH_MAX], name[DSEC_NAME_MAX + 1] = "";
 	const char *tag = NULL, *cfg_path = NULL;
 	char cfgbuf[PATH_MAX];
-	json_t *cfg = NULL, *diff_ids;
+	json_t *cfg = NULL, *diff_ids, *runcfg = NULL;
 	size_t i, n;
 	int rc = -1;
 
@@ -296,11 +296,14 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 	} else {
 		dsec_warnx("no config with diff ids: layer contents not verified");
 	}
-	if (dsec_store_compose(p, name, c.ids, c.n, &rec, err) < 0)
+	/* what the image's commands get by default: its environment, working dir and user */
+	runcfg = cfg ? dsec_image_config_clean(json_object_get(cfg, "config"), 1, name) : NULL;
+	if (dsec_store_compose(p, name, c.ids, c.n, runcfg, &rec, err) < 0)
 		goto out;
 	json_object_set_new(rec, "node", json_string(dsec_node()));
 	rc = cb ? cb(rec, arg, err) : 0;
 out:
+	json_decref(runcfg);
 	json_decref(cfg);
 	json_decref(rec);
 	json_decref(man);

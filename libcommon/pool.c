@@ -281,6 +281,10 @@ static int write_claim(const struct dsec_sandbox *sb, const char *key, struct ds
 	json_object_set_new(o, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(o, "env", sb->env ? json_incref(sb->env) : json_array());
 	json_object_set_new(o, "labels", sb->labels ? json_incref(sb->labels) : json_object());
+	if (sb->workdir[0])
+		json_object_set_new(o, "workdir", json_string(sb->workdir));
+	if (sb->user[0])
+		json_object_set_new(o, "user", json_string(sb->user));
 	json_object_set_new(o, "pool", json_string(key));
 	json_object_set_new(o, "warm", json_true());
 	s = json_dumps(o, JSON_COMPACT);
@@ -644,6 +648,8 @@ static int apply(const struct dsec_paths *p, const struct dsec_pool *pool, struc
 	json_decref(sb->labels);
 	sb->env = req->env ? json_incref(req->env) : NULL;
 	sb->labels = req->labels ? json_incref(req->labels) : NULL;
+	snprintf(sb->workdir, sizeof(sb->workdir), "%s", req->workdir);
+	snprintf(sb->user, sizeof(sb->user), "%s", req->user);
 	return write_claim(sb, pool->key, err);
 }
 

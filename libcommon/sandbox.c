@@ -145,6 +145,10 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 	json_object_set_new(o, "created", json_integer((json_int_t)sb->created_us));
 	json_object_set_new(o, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(o, "hostname", json_string(sb->hostname));
+	if (sb->workdir[0])
+		json_object_set_new(o, "workdir", json_string(sb->workdir));
+	if (sb->user[0])
+		json_object_set_new(o, "user", json_string(sb->user));
 	if (sb->env)
 		json_object_set(o, "env", sb->env);
 	else
@@ -204,6 +208,8 @@ int dsec_sandbox_parse(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 	copy_str(sb->node, sizeof(sb->node), json_object_get(o, "node"), "node", NULL);
 	copy_str(sb->hostname, sizeof(sb->hostname), json_object_get(o, "hostname"), "hostname",
 		 NULL);
+	copy_str(sb->workdir, sizeof(sb->workdir), json_object_get(o, "workdir"), "workdir", NULL);
+	copy_str(sb->user, sizeof(sb->user), json_object_get(o, "user"), "user", NULL);
 	json_array_foreach(json_object_get(o, "layers"), i, v)
 	{
 		if (sb->nlayers >= DSEC_MAX_LAYERS ||
@@ -999,6 +1005,8 @@ int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
 	n.env = sb->env;
 	n.labels = sb->labels;
 	sb->env = sb->labels = NULL;
+	snprintf(n.workdir, sizeof(n.workdir), "%s", sb->workdir);
+	snprintf(n.user, sizeof(n.user), "%s", sb->user);
 	/* admission: the id's ledger entries stay, kept alive by the new holder its state names */
 	if (dsec_sandbox_destroy(p, sb, err) < 0 || dsec_sandbox_create(p, &n, err) < 0 ||
 	    dsec_sandbox_commit(&n, err) < 0) {

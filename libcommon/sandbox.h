@@ -25,6 +25,7 @@
  *                                                  (resource.h; absent in older state: zeros, ls)
  *    "created":<wall µs>,"ttl_us":<µs, 0 = none>,
  *    "hostname":"…","env":["K=V",…],"labels":{"k":"v",…},
+ *    ["workdir":"/dir","user":"U[:G]",]             commands' defaults, from the image (store.h)
  *    "holder":{"pid":P,"start":T},                  T = field 22 of /proc/P/stat (clock ticks)
  *    "cgroup":{"version":2,"path":"/sys/fs/cgroup/dsec-…/sb-…"}
  *         or {"version":1,"paths":{"memory":"…","cpu":"…","cpuacct":"…","pids":"…",
@@ -120,8 +121,10 @@ struct dsec_sandbox {
 	uint64_t created_us; /* wall clock */
 	uint64_t ttl_us;     /* 0 = never expires */
 	char hostname[DSEC_HOSTNAME_MAX + 1];
-	json_t *env;    /* array of "K=V" strings (owned; may be NULL) */
-	json_t *labels; /* object of strings (owned; may be NULL) */
+	json_t *env;                        /* array of "K=V" strings (owned; may be NULL) */
+	char workdir[DSEC_WORKDIR_MAX + 1]; /* commands' default cwd, "" = "/" */
+	char user[DSEC_USER_MAX + 1];       /* commands' default user, "" = root inside */
+	json_t *labels;                     /* object of strings (owned; may be NULL) */
 	pid_t holder_pid;
 	unsigned long long holder_start; /* /proc/PID/stat field 22 */
 	struct dsec_cgroup cg;

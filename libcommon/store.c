@@ -269,8 +269,116 @@ int dsec_store_find_layer(const struct dsec_paths *p, const char *ref, char id[8
 	return 0;
 }
 
+#define CONFIG_ENV_MAX 4096           /* entries */
+#define CONFIG_ENV_BYTES (256u << 10) /* all of them */
+
+/* A "K=V" string with a name: no NUL inside, K not empty. */
+static int env_entry_ok(json_t *v)
+{
+	const char *s = json_string_value(v), *eq;
+
+	if (!s || strlen(s) != json_string_length(v) || !(eq = strchr(s, '=')) || eq == s)
+		return 0;
+	return 1;
+}
+
+int dsec_user_spec_ok(const char *s)
+{
+	const char *c;
+
+	if (!s || !*s || strlen(s) > DSEC_USER_MAX)
+		return 0;
+	for (c = s; *c; c++)
+		if ((unsigned char)*c <= ' ' || *c == 0x7f)
+			return 0;
+	c = strchr(s, ':');
+	return !c || (c > s && c[1] && !strchr(c + 1, ':'));
+}
+
+int dsec_workdir_ok(const char *d)
+{
+	return d && *d == '/' && strlen(d) <= DSEC_WORKDIR_MAX;
+}
+
+/* A JSON string without a NUL inside. */
+static const char *cstr(json_t *v)
+{
+	const char *s = json_string_value(v);
+
+	return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
+
+json_t *dsec_image_config_clean(json_t *in, int oci, const char *what)
+{
+	json_t *out = json_object(), *env, *wd, *user, *v, *keep = json_array();
+	size_t i, bytes = 0, dropped = 0;
+
+	if (!json_is_object(in)) {
+		json_decref(keep);
+		json_decref(out);
+		return NULL;
+	}
+	env = json_object_get(in, oci ? "Env" : "env");
+	wd = json_object_get(in, oci ? "WorkingDir" : "workdir");
+	user = json_object_get(in, oci ? "User" : "user");
+	json_array_foreach(env, i, v)
+	{
+		if (!env_entry_ok(v) || json_array_size(keep) == CONFIG_ENV_MAX ||
+		    bytes + json_string_length(v) > CONFIG_ENV_BYTES) {
+			dropped++;
+			continue;
+		}
+		bytes += json_string_length(v);
+		json_array_append(keep, v);
+	}
+	if (env && !json_is_array(env) && !json_is_null(env))
+		dsec_warnx("%s: environment left out (not an array)", what);
+	else if (dropped)
+		dsec_warnx("%s: %zu environment entries left out (not NAME=VALUE, or over %u "
+			   "entries or %u KiB)",
+			   what, dropped, CONFIG_ENV_MAX, CONFIG_ENV_BYTES >> 10);
+	if (json_array_size(keep))
+		json_object_set(out, "env", keep);
+	json_decref(keep);
+	if (json_is_string(wd) && json_string_length(wd)) { /* "" is docker's "none" */
+		const char *d = json_string_value(wd);
+
+		if (dsec_workdir_ok(cstr(wd)))
+			json_object_set(out, "workdir", wd);
+		else
+			dsec_warnx(
+			    "%s: working dir '%.64s' left out (not an absolute path of at most "
+			    "%d bytes)",
+			    what, d, DSEC_WORKDIR_MAX);
+	} else if (wd && !json_is_null(wd) && !json_is_string(wd))
+		dsec_warnx("%s: working dir left out (not a string)", what);
+	if (json_is_string(user) && json_string_length(user)) {
+		if (dsec_user_spec_ok(cstr(user)))
+			json_object_set(out, "user", user);
+		else
+			dsec_warnx("%s: user '%.64s' left out (not USER[:GROUP])", what,
+				   json_string_value(user));
+	} else if (user && !json_is_null(user) && !json_is_string(user))
+		dsec_warnx("%s: user left out (not a string)", what);
+	if (!json_object_size(out)) {
+		json_decref(out);
+		return NULL;
+	}
+	return out;
+}
+
+json_t *dsec_image_config(const struct dsec_paths *p, const char *name)
+{
+	json_t *img = dsec_store_image_json(p, name, NULL), *c;
+
+	c = json_object_get(img, "config");
+	c = json_is_object(c) ? json_incref(c) : NULL;
+	json_decref(img);
+	return c;
+}
+
 int dsec_store_compose(const struct dsec_paths *p, const char *name, const char *const *refs,
-		       unsigned n, json_t **rec, struct dsec_err *err)
+		       unsigned n, json_t *config, json_t **rec, struct dsec_err *err)
 {
 	char dir[PATH_MAX], file[DSEC_NAME_MAX + 8];
 	json_t *img, *arr;
@@ -300,6 +408,8 @@ int dsec_store_compose(const struct dsec_paths *p, const char *name, const char 
 		json_array_append_new(arr, json_string(id));
 	}
 	img = json_pack("{s:s, s:o}", "image", name, "layers", arr);
+	if (config && json_object_size(config))
+		json_object_set(img, "config", config);
 	text = json_dumps(img, JSON_COMPACT);
 	if (dsec_store_path(p, dir, "images") < 0 || dsec_mkdir_p(dir, 0755, err) < 0) {
 		free(text);

@@ -70,11 +70,32 @@ json_t *dsec_store_layer_meta(const struct dsec_paths *p, const char *id, struct
 /* The image's json as a new object, NULL with err set (ENOENT unknown). */
 json_t *dsec_store_image_json(const struct dsec_paths *p, const char *name, struct dsec_err *err);
 
+/* An image's run config, what commands in its sandboxes get by default:
+ * {"env":["K=V",...],"workdir":"/abs/dir","user":"USER[:GROUP]"}, each member optional. */
+#define DSEC_WORKDIR_MAX 255
+#define DSEC_USER_MAX 63
+
+/* Is s a user for commands, "USER[:GROUP]": at most DSEC_USER_MAX bytes, no spaces or control
+ * characters, one ':' at most with something on both sides? Is d an absolute path of at most
+ * DSEC_WORKDIR_MAX bytes? 1 or 0. */
+int dsec_user_spec_ok(const char *s);
+int dsec_workdir_ok(const char *d);
+
+/* What is valid of a config: in is an OCI image config's "config" object (Env, WorkingDir,
+ * User) when oci, else ours. A new object, or NULL when nothing is left. Each member dropped
+ * (a bad type, an env entry without a name, a relative or too long dir, a user with spaces) is
+ * warned about once, after what. */
+json_t *dsec_image_config_clean(json_t *in, int oci, const char *what);
+
+/* Image name's config (new reference), or NULL: none, or the image cannot be read. */
+json_t *dsec_image_config(const struct dsec_paths *p, const char *name);
+
 /* Compose image `name` from layers refs[0..n) (bottom to top, resolved as by
- * dsec_store_find_layer) and write images/<name>.json atomically. *rec gets the image record
- * (new reference). 0 or -1. */
+ * dsec_store_find_layer), with run config (borrowed, may be NULL; dsec_image_config_clean'd)
+ * and write images/<name>.json atomically. *rec gets the image record (new reference). 0 or
+ * -1. */
 int dsec_store_compose(const struct dsec_paths *p, const char *name, const char *const *refs,
-		       unsigned n, json_t **rec, struct dsec_err *err);
+		       unsigned n, json_t *config, json_t **rec, struct dsec_err *err);
 
 /* Why layer id may not be removed: used by an image, a live sandbox or the template mount
  * namespace. Returns 1 with why filled, 0 when unused, -1 on error. */

@@ -494,7 +494,8 @@ L1 = layer({"etc/os": b"base\n"}); L2 = layer({"app/run": b"app\n", "etc/.wh.os"
 l1 = blob(L1); l1["mediaType"] = "application/vnd.oci.image.layer.v1.tar"
 l2 = blob(L2)
 ids = ["sha256:" + hashlib.sha256(x).hexdigest() for x in (L1, L2)]
-cfgtext = json.dumps({"rootfs": {"type": "layers", "diff_ids": ids}}).encode()
+cfgtext = json.dumps({"rootfs": {"type": "layers", "diff_ids": ids},
+                      "config": {"Env": ["A=1"], "WorkingDir": "/app", "Cmd": ["run"]}}).encode()
 cfg = blob(cfgtext)
 man = blob(json.dumps({"schemaVersion": 2, "config": cfg, "layers": [l1, l2]}).encode())
 man["mediaType"] = "application/vnd.oci.image.manifest.v1+json"
@@ -521,6 +522,9 @@ PY
 	json_is "${lines[2]}" .image docker.io-library-demo:1.0
 	json_is "${lines[2]}" '.layers | length' 2
 	json_is "${lines[2]}" '.layers[0]' "$(jq -r .layer <<<"${lines[0]}")"
+	# the config's environment and working dir are kept for the image's commands
+	json_is "${lines[2]}" '.config | tojson' '{"env":["A=1"],"workdir":"/app"}'
+	json_is "$(dsec-layer inspect docker.io-library-demo:1.0)" '.config.workdir' /app
 	tar -C oci -cf oci.tar .
 	run dsec-layer import --name mine oci.tar
 	[ "$status" -eq 0 ]

@@ -229,20 +229,77 @@ sb_cgroup() {
 	run --separate-stderr timeout 10 dsec-exec -u ann "$ID" true
 	[ "$status" -eq 125 ]
 	dsec-exec "$ID" sh -c 'rm /etc/passwd && mv /etc/passwd.real /etc/passwd'
-	# records: "user" as a name or a uid, the option as default, bad values are error records
-	run bash -c "printf '%s\n' '{\"id\":\"$ID\",\"user\":\"ann\",\"cmd\":[\"probe\",\"uid\"]}' \
-		'{\"id\":\"$ID\",\"user\":77,\"cmd\":[\"probe\",\"uid\"]}' \
-		'{\"id\":\"$ID\",\"user\":-1,\"cmd\":[\"probe\",\"uid\"]}' \
-		'{\"id\":\"$ID\",\"user\":\"no-one\",\"cmd\":[\"probe\",\"uid\"]}' \
-		'{\"id\":\"$ID\",\"cmd\":[\"probe\",\"uid\"]}' | dsec-exec -k -u 5:5"
+	# records: "run_as" as a name or a uid, the option as default, bad values are error records
+	run bash -c "printf '%s\n' '{\"id\":\"$ID\",\"run_as\":\"ann\",\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"run_as\":77,\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"run_as\":-1,\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"run_as\":\"no-one\",\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"cmd\":[\"probe\",\"uid\"]}' \
+		'{\"id\":\"$ID\",\"user\":\"not ours\",\"cmd\":[\"probe\",\"uid\"]}' | dsec-exec -k -u 5:5"
 	[ "$status" -eq 1 ]
 	local r
 	r=$(records)
 	json_is "$(sed -n 1p <<<"$r")" .exec.stdout "1000:1000 1000:1000"
 	json_is "$(sed -n 2p <<<"$r")" .exec.stdout "77:0 77:0"
-	json_has "$(sed -n 3p <<<"$r")" '.error.msg | contains("\"user\" is not")'
+	json_has "$(sed -n 3p <<<"$r")" '.error.msg | contains("\"run_as\" is not")'
 	json_has "$(sed -n 4p <<<"$r")" '.error.msg | contains("no-one")'
 	json_is "$(sed -n 5p <<<"$r")" .exec.stdout "5:5 5:5"
+	# a pipeline's own "user" key is its own: passed on, not a user to run as
+	json_is "$(sed -n 6p <<<"$r")" '.user + " " + .exec.stdout' "not ours 5:5 5:5"
+}
+
+@test "an image's config (docker save): its env, working dir and user are the commands' defaults" {
+	local tree d=$BATS_TEST_TMPDIR/img S W C
+	tree=$(busybox_tree)
+	mkdir -p "$d/l1" "$d/l2" "$d/app/app" "$d/app/opt/bin"
+	tar -C "$tree" -cf "$d/l1/layer.tar" .
+	printf '#!/bin/sh\necho hello from opt\n' >"$d/app/opt/bin/hello"
+	chmod 755 "$d/app/opt/bin/hello"
+	chown 1000:1000 "$d/app/app"
+	tar -C "$d/app" -cf "$d/l2/layer.tar" app opt
+	jq -nc '{config: {Env: ["PATH=/opt/bin:/usr/bin:/bin", "GREETING=hi there", "bad"],
+		WorkingDir: "/app", User: "1000:1000", Cmd: ["sh"]}}' >"$d/cfg.json"
+	echo '[{"Config":"cfg.json","RepoTags":["cfgd:1"],"Layers":["l1/layer.tar","l2/layer.tar"]}]' \
+		>"$d/manifest.json"
+	run --separate-stderr dsec-layer import "$d"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"1 environment entries left out"* ]]
+	json_is "$(jq -c .config "$DSEC_ROOT/images/cfgd:1.json")" "tojson" \
+		'{"env":["PATH=/opt/bin:/usr/bin:/bin","GREETING=hi there"],"workdir":"/app","user":"1000:1000"}'
+	S=$(dsec-spawn --image cfgd:1 | jq -r .id)
+	# foreground (the libc-free front hands these over) and records alike
+	run dsec-exec "$S" sh -c 'hello; echo "$GREETING"; pwd; id -u; id -g'
+	[ "$output" = $'hello from opt\nhi there\n/app\n1000\n1000' ]
+	run bash -c "echo '{\"id\":\"$S\",\"sh\":\"hello; pwd; id -u\"}' | dsec-exec"
+	json_is "$output" .exec.stdout $'hello from opt\n/app\n1000'
+	# what the caller says wins
+	run dsec-exec -w /tmp -u 0 -e GREETING=bye "$S" sh -c 'echo "$GREETING"; pwd; id -u'
+	[ "$output" = $'bye\n/tmp\n0' ]
+	run bash -c "echo '{\"id\":\"$S\",\"cwd\":\"/\",\"run_as\":\"0\",\"sh\":\"pwd; id -u\"}' | dsec-exec"
+	json_is "$output" .exec.stdout $'/\n0'
+	W=$(dsec-spawn --image cfgd:1 --env GREETING=yo --workdir /tmp --user 7 | jq -r .id)
+	run dsec-exec "$W" sh -c 'echo "$GREETING"; pwd; id -u'
+	[ "$output" = $'yo\n/tmp\n7' ]
+	run bash -c "echo '{\"image\":\"cfgd:1\",\"workdir\":\"/opt\",\"run_as\":\"8:8\"}' | dsec-spawn | dsec-exec -- sh -c 'pwd; id -u'"
+	json_is "$output" .exec.stdout $'/opt\n8'
+	must_fail dsec-spawn --image cfgd:1 --workdir rel
+	must_fail dsec-spawn --image cfgd:1 --user 'a b'
+	# a working dir that is not there (removed, or never made) is "/"
+	dsec-exec -u 0 "$S" rmdir /app
+	[ "$(dsec-exec "$S" pwd)" = / ]
+	# a claim from a warm pool gets them too
+	dsec-warm --image cfgd:1 --count 1 >/dev/null
+	run dsec-spawn --image cfgd:1
+	json_is "$output" .warm true
+	C=$(jq -r .id <<<"$output")
+	run dsec-exec "$C" sh -c 'hello; pwd; id -u'
+	[ "$output" = $'hello from opt\n/app\n1000' ]
+	# a commit keeps the sandbox's
+	dsec-layer commit --name cfgd-c "$W" >/dev/null
+	json_is "$(jq -c .config "$DSEC_ROOT/images/cfgd-c.json")" "tojson" \
+		'{"env":["PATH=/opt/bin:/usr/bin:/bin","GREETING=hi there","GREETING=yo"],"workdir":"/tmp","user":"7"}'
+	dsec-reap "$S" "$W" "$C" >/dev/null
+	dsec-warm --image cfgd:1 --drain >/dev/null
 }
 
 @test "records: result added, user key kept, record cmd/sh/stdin/env/cwd" {

@@ -191,7 +191,7 @@ done_count() {
 	id=$(spawn 1)
 	jq -nc --arg id "$id" '
 		{id: $id, traj: "t", sh: "mkdir -p /work && echo hello >/work/a && chown 1234 /work/a"},
-		{id: $id, traj: "t", user: 1234, sh: "echo world >>/work/a; cat /work/a; id -u"},
+		{id: $id, traj: "t", run_as: 1234, sh: "echo world >>/work/a; cat /work/a; id -u"},
 		{id: $id, traj: "t", sh: "cat /proc/sys/kernel/random/uuid"},
 		{id: $id, traj: "t", sh: "hostname"}' >"$TESTDIR/recs"
 	run dsec-exec --journal "$J" <"$TESTDIR/recs"

@@ -474,6 +474,8 @@ static void top_member(struct parser *ps, const char *k, int ctx)
 		skip(ps, 1);
 	} else if (seq(k, "env"))
 		array(ps, env_element, 0);
+	else if (seq(k, "workdir") || seq(k, "user"))
+		ps->bad = 1; /* a default cwd or user: the full one's to do */
 	else
 		skip(ps, 1);
 }

@@ -83,8 +83,48 @@ int main(void)
 	   "unknown layer");
 	refs[0] = "base";
 	refs[1] = "bbbb";
-	ok(dsec_store_compose(&paths, "img", refs, 2, &rec, &err) == 0, "compose");
+	ok(dsec_store_compose(&paths, "img", refs, 2, NULL, &rec, &err) == 0, "compose");
+	ok(!json_object_get(rec, "config") && !dsec_image_config(&paths, "img"), "no config");
 	json_decref(rec);
+	{
+		json_t *oci = json_loads("{\"Env\":[\"PATH=/go/bin:/bin\",\"=x\",\"NOEQ\",7,"
+					 "\"A=\"],\"WorkingDir\":\"/go/src\",\"User\":\"1000:50\","
+					 "\"Cmd\":[\"sh\"]}",
+					 0, NULL),
+		       *c = dsec_image_config_clean(oci, 1, "t"), *c2;
+
+		ok(c && json_array_size(json_object_get(c, "env")) == 2 &&
+		       !strcmp(json_string_value(json_array_get(json_object_get(c, "env"), 1)),
+			       "A=") &&
+		       !strcmp(json_string_value(json_object_get(c, "workdir")), "/go/src") &&
+		       !strcmp(json_string_value(json_object_get(c, "user")), "1000:50") &&
+		       json_object_size(c) == 3,
+		   "OCI config: valid env entries, workdir and user kept, nothing else");
+		ok(dsec_store_compose(&paths, "img2", refs, 2, c, &rec, &err) == 0 &&
+		       json_equal(json_object_get(rec, "config"), c),
+		   "compose with a config");
+		json_decref(rec);
+		c2 = dsec_image_config(&paths, "img2");
+		ok(json_equal(c2, c), "the config is read back");
+		json_decref(c2);
+		json_decref(c);
+		json_decref(oci);
+		oci = json_loads("{\"Env\":\"PATH=/x\",\"WorkingDir\":\"rel\",\"User\":\"a b\"}", 0,
+				 NULL);
+		ok(!dsec_image_config_clean(oci, 1, "t"), "bad types, a relative dir, a user "
+							  "with a space: nothing kept");
+		json_decref(oci);
+		oci = json_loads("{\"WorkingDir\":\"\",\"User\":\"\",\"Env\":null}", 0, NULL);
+		ok(!dsec_image_config_clean(oci, 1, "t"), "docker's empty values are none");
+		json_decref(oci);
+		ok(dsec_user_spec_ok("root") && dsec_user_spec_ok("1000:1000") &&
+		       !dsec_user_spec_ok(":x") && !dsec_user_spec_ok("x:") &&
+		       !dsec_user_spec_ok("a:b:c") && !dsec_user_spec_ok("") &&
+		       !dsec_user_spec_ok("a\tb"),
+		   "user specs");
+		ok(dsec_workdir_ok("/") && !dsec_workdir_ok("x") && !dsec_workdir_ok(""),
+		   "workdirs");
+	}
 	ok(dsec_image_resolve(&paths, "img", &img, &err) == 0 && img.n == 2, "resolve: %s",
 	   err.msg);
 	ok(img.layer[0].format == DSEC_LAYER_EROFS && strstr(img.layer[0].path, "/layer.erofs") &&
