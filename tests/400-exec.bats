@@ -83,6 +83,27 @@ sb_cgroup() {
 	[ "$(waiter env DSEC_EXEC_FAST=0 dsec-exec "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	[ "$(waiter dsec-exec -w /tmp "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	[ "$(waiter dsec-exec --timeout 9 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	# a sandbox's working dir is the front's too (missing: "/"); a default user is not
+	local W U
+	W=$(dsec-spawn --image busybox --workdir /etc | jq -r .id)
+	U=$(dsec-spawn --image busybox --user 0:0 | jq -r .id)
+	[ "$(waiter dsec-exec "$W" -- sleep 5)" = "$TOP/build/dsec-exec" ]
+	[ "$(dsec-exec "$W" pwd)" = /etc ]
+	[ "$(DSEC_EXEC_FAST=0 dsec-exec "$W" pwd)" = /etc ]
+	[ "$(waiter dsec-exec "$U" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	dsec-reap "$W" "$U" >/dev/null
+	W=$(dsec-spawn --image busybox --workdir /no/such/dir | jq -r .id)
+	[ "$(dsec-exec "$W" pwd)" = / ]
+	[ "$(DSEC_EXEC_FAST=0 dsec-exec "$W" pwd)" = / ]
+	# through a link the sandbox planted: resolved inside its root, no magic link followed
+	dsec-exec "$W" sh -c 'mkdir -p /no/such && ln -s /proc/self/root/etc /no/such/dir'
+	run dsec-exec "$W" pwd
+	[ "$status" -eq 126 ]
+	run env DSEC_EXEC_FAST=0 dsec-exec "$W" pwd
+	[ "$status" -eq 126 ]
+	dsec-exec -w / "$W" sh -c 'rm /no/such/dir && ln -s /etc /no/such/dir'
+	[ "$(dsec-exec "$W" pwd)" = /etc ]
+	dsec-reap "$W" >/dev/null
 	# host files as stdio: relayed through pipes by the front too; a directory: the full one
 	# refuses it
 	local pid

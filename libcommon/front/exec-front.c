@@ -9,8 +9,8 @@
  * What it does is what the full one does for a plain foreground exec (exec.c), step for step:
  * the holder found by pidfd and checked against its start time, the command cloned into the
  * sandbox's pid namespace (and cgroup on v2), joining its v1 cgroups and every other namespace,
- * root of its user namespace, host descriptors closed, cwd "/", signals reset, no_new_privs,
- * dsec's default capabilities (caps.h) and seccomp program (compiled in at build time), the
+ * root of its user namespace, host descriptors closed, cwd "/" or the sandbox's working dir,
+ * signals reset, no_new_privs, dsec's default capabilities (caps.h) and seccomp program (compiled in at build time), the
  * sandbox's environment, argv[0] searched in its PATH inside. Signals sent to dsec-exec go to
  * the command; the exit status is the command's, 128+N when a signal killed it.
  *
@@ -25,6 +25,7 @@
 #include <linux/capability.h>
 #include <linux/fcntl.h>
 #include <linux/filter.h>
+#include <linux/openat2.h>
 #include <linux/prctl.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
@@ -89,6 +90,7 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 
 #define AT_FDCWD_ -100
 #define AT_EMPTY_PATH_ 0x1000
+#define ENOENT_ 2
 #define EINTR_ 4
 #define EAGAIN_ 11
 #define SIGCHLD_ 17
@@ -215,7 +217,7 @@ static long read_file(const char *path, char *buf, unsigned long cap)
 static const char *const cg_names[NCG] = {"memory", "cpu", "cpuacct", "pids", "freezer", "blkio"};
 
 static struct {
-	char *id, *hostname, *net, *cls, *v2;
+	char *id, *hostname, *net, *cls, *v2, *workdir;
 	char *v1[NCG];
 	unsigned long long pid, start;
 	int cgver, userns, nenv;
@@ -474,8 +476,10 @@ static void top_member(struct parser *ps, const char *k, int ctx)
 		skip(ps, 1);
 	} else if (seq(k, "env"))
 		array(ps, env_element, 0);
-	else if (seq(k, "workdir") || seq(k, "user"))
-		ps->bad = 1; /* a default cwd or user: the full one's to do */
+	else if (seq(k, "workdir"))
+		st.workdir = str(ps);
+	else if (seq(k, "user"))
+		ps->bad = 1; /* a default user: the full one's to do (passwd, groups) */
 	else
 		skip(ps, 1);
 }
@@ -799,6 +803,23 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 		goto fail;
 	if (S1(__NR_chdir, "/") < 0)
 		goto fail;
+	/* the sandbox's working dir, resolved inside its root as the full one does; "/" while it
+	 * is missing */
+	if (st.workdir) {
+		struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+		long wfd = S4(__NR_openat2, AT_FDCWD_, st.workdir, &how, sizeof(how));
+
+		if (wfd < 0 && wfd != -ENOENT_)
+			goto fail;
+		if (wfd >= 0) {
+			long r = S1(__NR_fchdir, wfd);
+
+			sys_close((int)wfd);
+			if (r < 0)
+				goto fail;
+		}
+	}
 	for (long sig = 1; sig <= 64; sig++) {
 		struct {
 			void *handler;
