@@ -261,7 +261,7 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 	user = dsec_exec_user_default(&t, user);
 	if ((user && dsec_exec_user_resolve(&t, user, &who, &err) < 0) ||
 	    dsec_env_init(&env, &t.sb, &err) < 0 ||
-	    (user && dsec_env_set(&env, "HOME", who.home, &err) < 0) ||
+	    (user && dsec_env_user_home(&env, &t.sb, &who, &err) < 0) ||
 	    (tty &&
 	     dsec_env_set(&env, "TERM", getenv("TERM") ? getenv("TERM") : "xterm", &err) < 0))
 		goto fail;

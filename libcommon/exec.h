@@ -147,6 +147,10 @@ int dsec_env_put(struct dsec_env *e, const char *kv, struct dsec_err *err);
 int dsec_env_set(struct dsec_env *e, const char *k, const char *v, struct dsec_err *err);
 /* The defaults (PATH, HOME, HOSTNAME) then the sandbox's own env. */
 int dsec_env_init(struct dsec_env *e, const struct dsec_sandbox *sb, struct dsec_err *err);
+/* HOME for a command run as user u (dsec-exec --user): u's home, unless the sandbox's own
+ * environment (its image's, dsec-spawn --env) sets HOME. After dsec_env_init. 0 or -1. */
+int dsec_env_user_home(struct dsec_env *e, const struct dsec_sandbox *sb,
+		       const struct dsec_exec_user *u, struct dsec_err *err);
 void dsec_env_free(struct dsec_env *e);
 
 /* Output captured up to max bytes; the rest is read and dropped (truncated set). */

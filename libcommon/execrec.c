@@ -339,7 +339,7 @@ static int record_env(struct loop *L, struct dsec_env *env, const struct dsec_sa
 	const char *k;
 	size_t i;
 
-	if (dsec_env_init(env, sb, err) < 0 || (u && dsec_env_set(env, "HOME", u->home, err) < 0))
+	if (dsec_env_init(env, sb, err) < 0 || (u && dsec_env_user_home(env, sb, u, err) < 0))
 		return -1;
 	for (i = 0; L->o->env && L->o->env[i]; i++)
 		if (dsec_env_put(env, L->o->env[i], err) < 0)

@@ -87,7 +87,7 @@ static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err
 	user = dsec_exec_user_default(t, user);
 	if ((user && dsec_exec_user_resolve(t, user, &who, err) < 0) ||
 	    dsec_env_init(&env, &t->sb, err) < 0 ||
-	    (user && dsec_env_set(&env, "HOME", who.home, err) < 0))
+	    (user && dsec_env_user_home(&env, &t->sb, &who, err) < 0))
 		goto out;
 	sp.user = user ? &who : NULL;
 	envs = json_object_get(st, "env");

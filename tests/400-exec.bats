@@ -218,6 +218,12 @@ sb_cgroup() {
 	[ "$output" = /home/ann ]
 	run dsec-exec -u ann -e HOME=/tmp "$ID" probe env HOME
 	[ "$output" = /tmp ]
+	# a HOME the sandbox's own environment sets (its image's, --env) stays
+	local H
+	H=$(dsec-spawn --image busybox --env HOME=/srv | jq -r .id)
+	run dsec-exec -u 1000 "$H" sh -c 'echo $HOME'
+	dsec-reap "$H" >/dev/null
+	[ "$output" = /srv ]
 	# the user's rights, not root's: root's dir is closed, its own is not
 	run dsec-exec -u ann "$ID" sh -c 'touch /root/x; echo $?; touch ~/y && stat -c %u:%g ~/y'
 	[ "$output" = $'touch: /root/x: Permission denied\n1\n1000:1000' ]
