@@ -148,6 +148,7 @@ struct spec {
 	const char *hostname;
 	json_t *env;                 /* array of "K=V" */
 	const char *workdir, *user;  /* commands' defaults; NULL: the image's */
+	char user_buf[16];           /* a "run_as" given as a number */
 	json_t *labels;              /* object */
 	struct dsec_net_policy *pol; /* nat: allow-list and bandwidth */
 };
@@ -250,9 +251,17 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 		s->workdir = json_string_value(v);
 	}
 	if ((v = json_object_get(rec, "run_as"))) {
-		if (!dsec_user_spec_ok(json_string_value(v)))
-			return dsec_err_set(err, EINVAL, "'run_as': want \"USER[:GROUP]\"");
-		s->user = json_string_value(v);
+		/* a uid may be a number, as dsec-exec takes it */
+		if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+		    json_integer_value(v) < 0xffffffffLL) {
+			snprintf(s->user_buf, sizeof(s->user_buf), "%lld",
+				 (long long)json_integer_value(v));
+			s->user = s->user_buf;
+		} else if (dsec_user_spec_ok(json_string_value(v)))
+			s->user = json_string_value(v);
+		else
+			return dsec_err_set(err, EINVAL,
+					    "'run_as': want \"USER[:GROUP]\" or a uid");
 	}
 	if ((v = json_object_get(rec, "env"))) {
 		json_t *e;

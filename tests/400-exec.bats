@@ -309,6 +309,11 @@ sb_cgroup() {
 	[ "$output" = $'yo\n/tmp\n7' ]
 	run bash -c "echo '{\"image\":\"cfgd:1\",\"workdir\":\"/opt\",\"run_as\":\"8:8\"}' | dsec-spawn | dsec-exec -- sh -c 'pwd; id -u'"
 	json_is "$output" .exec.stdout $'/opt\n8'
+	run bash -c "echo '{\"image\":\"cfgd:1\",\"run_as\":9}' | dsec-spawn | dsec-exec -- id -u"
+	json_is "$output" .exec.stdout $'9'
+	run bash -c "echo '{\"image\":\"cfgd:1\",\"run_as\":-9}' | dsec-spawn"
+	[ "$status" -eq 1 ]
+	json_has "$(records)" '.error.msg | contains("run_as")'
 	must_fail dsec-spawn --image cfgd:1 --workdir rel
 	must_fail dsec-spawn --image cfgd:1 --user 'a b'
 	# a working dir that is not there (removed, or never made) is "/"
