@@ -22,8 +22,9 @@ static const char usage[] =
     "id, image, node, state (running, paused or dead), pid (of its holder), age and ttl_left "
     "(seconds),\n"
     "memory (bytes in use), cpu_us (CPU time used), pids (tasks), disk (bytes written to its\n"
-    "writable layer), disk_limit, limits, requests, class, labels, and usage (totals of its\n"
-    "cgroup: cpu_us, memory, memory_peak, pids, io_read_bytes, io_write_bytes).\n"
+    "writable layer), disk_limit, limits, requests, class, labels, workdir and run_as (the\n"
+    "commands' defaults, when set), and usage (totals of its cgroup: cpu_us, memory,\n"
+    "memory_peak, pids, io_read_bytes, io_write_bytes).\n"
     "\n"
     "      --pools           list the warm pools instead (see dsec-warm): pool, image, ready,\n"
     "                        limits, requests, class, net, oldest_age\n"
@@ -109,6 +110,10 @@ static json_t *record(const struct dsec_sandbox *sb)
 	json_object_set_new(rec, "net", json_string(dsec_net_mode_name(sb->net)));
 	json_object_set_new(rec, "warm", json_boolean(dsec_pool_claimed(sb)));
 	json_object_set_new(rec, "labels", sb->labels ? json_incref(sb->labels) : json_object());
+	if (sb->workdir[0])
+		json_object_set_new(rec, "workdir", json_string(sb->workdir));
+	if (sb->user[0])
+		json_object_set_new(rec, "run_as", json_string(sb->user));
 	json_object_set_new(rec, "limits", dsec_pool_limits_json(&sb->limits));
 	dsec_res_record(rec, sb);
 	json_object_set_new(rec, "usage", dsec_res_usage_json(sb));

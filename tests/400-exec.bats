@@ -305,6 +305,7 @@ sb_cgroup() {
 	run bash -c "echo '{\"id\":\"$S\",\"cwd\":\"/\",\"run_as\":\"0\",\"sh\":\"pwd; id -u\"}' | dsec-exec"
 	json_is "$output" .exec.stdout $'/\n0'
 	W=$(dsec-spawn --image cfgd:1 --env GREETING=yo --workdir /tmp --user 7 | jq -r .id)
+	json_is "$(dsec-ps "$W")" '[.workdir, .run_as] | join(" ")' "/tmp 7"
 	run dsec-exec "$W" sh -c 'echo "$GREETING"; pwd; id -u'
 	[ "$output" = $'yo\n/tmp\n7' ]
 	run bash -c "echo '{\"image\":\"cfgd:1\",\"workdir\":\"/opt\",\"run_as\":\"8:8\"}' | dsec-spawn | dsec-exec -- sh -c 'pwd; id -u'"
