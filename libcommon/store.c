@@ -133,8 +133,8 @@ json_t *dsec_store_image_json(const struct dsec_paths *p, const char *name, stru
 		return NULL;
 	}
 	if (access(path, F_OK) < 0 && errno == ENOENT) {
-		dsec_err_set(err, ENOENT, "no such image in the store %s (dsec-layer ls lists them)",
-			     p->root);
+		dsec_err_set(err, ENOENT,
+			     "no such image in the store %s (dsec-layer ls lists them)", p->root);
 		return NULL;
 	}
 	return load_json(path, err);
