@@ -17,19 +17,25 @@
 #define LINE_MAX_ 4096    /* longer lines are skipped */
 
 /* The sandbox's file at path (relative), NUL-terminated, or NULL (missing, not a regular file,
- * unreadable, or over DB_MAX: *too_big then). */
-static char *read_db(pid_t pid, const char *path, int *too_big)
+ * not the sandbox's, unreadable, or over DB_MAX: *too_big then). We read as host root: with a
+ * user namespace, a file its ids do not own (a link to something of /sys or /proc only host
+ * root may read) is not taken, so nothing the sandbox could not read comes back to it. */
+static char *read_db(const struct dsec_sandbox *sb, const char *path, int *too_big)
 {
 	struct stat st;
 	char *buf = NULL;
 	size_t len = 0;
 	ssize_t n;
-	int fd = dsec_rootfs_open(pid, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
+	int fd =
+	    dsec_rootfs_open(sb->holder_pid, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
 
 	*too_big = 0;
 	if (fd < 0)
 		return NULL;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(buf = malloc(DB_MAX + 1)))
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (sb->userns &&
+	     (st.st_uid < sb->uid_base || st.st_uid - sb->uid_base >= sb->id_count)) ||
+	    !(buf = malloc(DB_MAX + 1)))
 		goto fail;
 	while (len < DB_MAX && (n = read(fd, buf + len, DB_MAX - len)) > 0)
 		len += (size_t)n;
@@ -158,8 +164,8 @@ int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
 	memcpy(uname, spec, ul);
 	uname[ul] = '\0';
 	snprintf(gname, sizeof(gname), "%s", colon ? colon + 1 : "");
-	passwd = read_db(t->sb.holder_pid, "etc/passwd", &big_p);
-	group = read_db(t->sb.holder_pid, "etc/group", &big_g);
+	passwd = read_db(&t->sb, "etc/passwd", &big_p);
+	group = read_db(&t->sb, "etc/group", &big_g);
 	if (big_p || big_g) {
 		dsec_err_set(err, EFBIG, "user '%.64s': the sandbox's /etc/%s is over %u MiB", spec,
 			     big_p ? "passwd" : "group", DB_MAX >> 20);

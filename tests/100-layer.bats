@@ -179,7 +179,8 @@ reg("../escaped", b"evil")
 PY
 	import_fails t.tar
 	[[ "$output" == *"'..' leads out of the layer"* ]]
-	[ ! -e "$DSEC_ROOT/escaped" ] && [ ! -e "$DSEC_ROOT/tmp/escaped" ]
+	[ ! -e "$DSEC_ROOT/escaped" ]
+	[ ! -e "$DSEC_ROOT/tmp/escaped" ]
 }
 
 @test "hostile: absolute paths are imported below the layer root" {
@@ -437,7 +438,8 @@ PY
 	run dsec-layer gc
 	[ "$status" -eq 0 ]
 	[ "$(records | jq -r .layer)" = "" ] || true
-	[ -d "$DSEC_ROOT/layers/${a:7}" ] && [ -d "$DSEC_ROOT/layers/${b:7}" ]
+	[ -d "$DSEC_ROOT/layers/${a:7}" ]
+	[ -d "$DSEC_ROOT/layers/${b:7}" ]
 	[ -d "$DSEC_ROOT/layers/${c:7}" ]
 	rm -r "$DSEC_RUN/sandboxes/sb-1"
 	run dsec-layer gc

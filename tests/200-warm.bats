@@ -31,12 +31,6 @@ sb_state() {
 	fi
 }
 
-# gone PID: the process has exited (a zombie waiting for init counts; so does a pid whose
-# /proc entry vanished while we looked).
-gone() {
-	! kill -0 "$1" 2>/dev/null || grep -qs '^State:.*Z' "/proc/$1/status" || [ ! -e "/proc/$1" ]
-}
-
 # cg_read ID CTRL FILE: a file of the sandbox's cgroup (v1: CTRL's dir; v2: the one dir).
 cg_read() {
 	local j="$DSEC_RUN/sandboxes/$1/sandbox.json" dir
@@ -140,7 +134,7 @@ cg_read() {
 	[ "$new" = "$(records | jq -r .id | sort)" ]
 	for id in $old; do
 		[ ! -e "$DSEC_RUN/sandboxes/$id" ]
-		! grep -qx "$id" <<<"$new"
+		! grep -qx "$id" <<<"$new" || false
 	done
 }
 
@@ -255,7 +249,7 @@ cg_read() {
 	[ ! -e "$DSEC_RUN/pools" ]
 	[ ! -d "$DSEC_RUN/sandboxes" ] || [ -z "$(ls "$DSEC_RUN/sandboxes")" ]
 	for p in $pids; do gone "$p"; done
-	! grep -q "$TESTDIR" /proc/self/mountinfo
+	! grep -q "$TESTDIR" /proc/self/mountinfo || false
 	run dsec-warm --list
 	[ -z "$output" ]
 }

@@ -150,7 +150,8 @@ sb_cgroup() {
 @test "the command is in the sandbox: pid namespace, hostname, mounts" {
 	run dsec-exec "$ID" probe pid
 	[ "$status" -eq 0 ]
-	[ "$output" -gt 1 ] && [ "$output" -lt 100 ]
+	[ "$output" -gt 1 ]
+	[ "$output" -lt 100 ]
 	run dsec-exec "$ID" probe hostname
 	[ "$output" = "$ID" ]
 	run dsec-exec "$ID" -- ps -o pid,comm
@@ -241,11 +242,14 @@ sb_cgroup() {
 	[ "$output" = "0:1000 0:1000" ]
 	# errors: one line, the status of a setup failure
 	run --separate-stderr dsec-exec -u nobody-here "$ID" true
-	[ "$status" -eq 125 ] && [[ "$stderr" == *"user 'nobody-here': not in the sandbox's /etc/passwd"* ]]
+	[ "$status" -eq 125 ]
+	[[ "$stderr" == *"user 'nobody-here': not in the sandbox's /etc/passwd"* ]]
 	run --separate-stderr dsec-exec -u ann:nogroup-here "$ID" true
-	[ "$status" -eq 125 ] && [[ "$stderr" == *"group 'nogroup-here'"* ]]
+	[ "$status" -eq 125 ]
+	[[ "$stderr" == *"group 'nogroup-here'"* ]]
 	run --separate-stderr dsec-exec -u 99999999 "$ID" true
-	[ "$status" -eq 125 ] && [[ "$stderr" == *"is not mapped in the sandbox"* ]]
+	[ "$status" -eq 125 ]
+	[[ "$stderr" == *"is not mapped in the sandbox"* ]]
 	run dsec-exec -u '' "$ID" true
 	[ "$status" -eq 2 ]
 	# a passwd that is a fifo or a link out of the sandbox is not read on the host
@@ -255,6 +259,20 @@ sb_cgroup() {
 	dsec-exec "$ID" sh -c 'rm /etc/passwd && ln -s /proc/1/root/etc/passwd.real /etc/passwd'
 	run --separate-stderr timeout 10 dsec-exec -u ann "$ID" true
 	[ "$status" -eq 125 ]
+	# a file the sandbox's ids do not own (here one host root put there) is not read either:
+	# dsec-exec reads as host root, and must not hand back what the sandbox could not read
+	if [ "$(jq -r '.userns != null' "$DSEC_RUN/sandboxes/$ID/sandbox.json")" = true ]; then
+		local hp
+		hp=$(jq -r .holder.pid "$DSEC_RUN/sandboxes/$ID/sandbox.json")
+		cp /dev/null "/proc/$hp/root/etc/hostowned"
+		grep ann "/proc/$hp/root/etc/passwd.real" >"/proc/$hp/root/etc/hostowned"
+		chown 0:0 "/proc/$hp/root/etc/hostowned"
+		chmod 600 "/proc/$hp/root/etc/hostowned"
+		dsec-exec "$ID" sh -c 'rm /etc/passwd && ln -s hostowned /etc/passwd'
+		run --separate-stderr dsec-exec -u ann "$ID" true
+		[ "$status" -eq 125 ]
+		[[ "$stderr" == *"not in the sandbox's /etc/passwd"* ]]
+	fi
 	dsec-exec "$ID" sh -c 'rm /etc/passwd && mv /etc/passwd.real /etc/passwd'
 	# records: "run_as" as a name or a uid, the option as default, bad values are error records
 	run bash -c "printf '%s\n' '{\"id\":\"$ID\",\"run_as\":\"ann\",\"cmd\":[\"probe\",\"uid\"]}' \

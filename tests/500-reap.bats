@@ -22,8 +22,8 @@ setup() {
 	[ "$status" -eq 0 ]
 	json_is "$(records)" .id "$ID"
 	json_is "$(records)" .reaped true
-	! kill -0 "$pid" 2>/dev/null
-	! kill -0 "$inner" 2>/dev/null
+	gone "$pid"
+	gone "$inner"
 	[ ! -e "$DSEC_RUN/sandboxes/$ID" ]
 	for c in "${cgs[@]}"; do [ ! -e "$c" ]; done
 }
@@ -49,7 +49,7 @@ spares() { ls "$DSEC_RUN/cgspare" 2>/dev/null | grep -c '^spare-.*\.json$' || tr
 	spawn_one
 	b=$ID
 	[ "$(spares)" = 0 ]
-	! ls "$(cg_parent_of memory)" | grep -q '^spare-'
+	! ls "$(cg_parent_of memory)" | grep -q '^spare-' || false
 	# the new sandbox's own name, limits and class; what counts starts again
 	m=$(cg_parent_of memory)/$b c=$(cg_parent_of cpu)/$b
 	[ "$(cat "$m/memory.limit_in_bytes")" = $((1 << 30)) ]
@@ -68,7 +68,7 @@ spares() { ls "$DSEC_RUN/cgspare" 2>/dev/null | grep -c '^spare-.*\.json$' || tr
 	run env DSEC_SPARE_CGROUPS=0 dsec-reap "$b"
 	[ "$status" -eq 0 ]
 	[ "$(spares)" = 0 ]
-	! ls "$(cg_parent_of memory)" | grep -q '^spare-'
+	! ls "$(cg_parent_of memory)" | grep -q '^spare-' || false
 	[ ! -e "$m" ]
 }
 
@@ -229,7 +229,7 @@ EOF
 	[ "$status" -eq 0 ]
 	ids=$(records | jq -r 'select(.orphan) | .id' | sort -u | tr '\n' ' ')
 	[ "$ids" = "$(printf '%s\n' "$dead" "$stray" sb-aaaaaaaaaaaa | sort | tr '\n' ' ')" ]
-	! kill -0 "$sp" 2>/dev/null
+	gone "$sp"
 	for p in "${parents[@]}"; do [ ! -e "$p/$stray" ]; [ ! -e "$p/$dead" ]; [ -e "$p/$live" ]; done
 	[ -e "$DSEC_RUN/sandboxes/$live" ]
 	kill -0 "$(sb_pid "$live")"

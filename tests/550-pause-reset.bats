@@ -41,7 +41,8 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 	# exec into a paused sandbox resumes it first
 	dsec-reap --pause "$ID" >/dev/null
 	run timeout 10 dsec-exec "$ID" echo inside
-	[ "$status" -eq 0 ] && [ "$output" = inside ]
+	[ "$status" -eq 0 ]
+	[ "$output" = inside ]
 	json_is "$(dsec-ps "$ID")" .state running
 }
 
@@ -65,7 +66,8 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 	dsec-reap --pause "$ID" >/dev/null
 	run timeout 20 dsec-reap "$ID"
 	[ "$status" -eq 0 ]
-	[ ! -e "/proc/$holder" ] && [ -z "$(dsec-ps)" ]
+	gone "$holder"
+	[ -z "$(dsec-ps)" ]
 	for c in $cgs; do [ ! -e "$c" ] || { echo "cgroup $c left"; return 1; }; done
 }
 

@@ -61,8 +61,8 @@ nat_spawn() { # nat_spawn [OPTION]...: ID and ADDR of a new nat sandbox
 
 host_untouched() {
 	[ "$(cat /proc/sys/net/ipv4/ip_forward)" = "$HOST_FWD" ]
-	! ip link show dsec0 >/dev/null 2>&1
-	! nft list table inet dsec >/dev/null 2>&1
+	! ip link show dsec0 >/dev/null 2>&1 || false
+	! nft list table inet dsec >/dev/null 2>&1 || false
 }
 
 @test "net nat: record, eth0 inside, bridge and forwarding in the node namespace only" {
@@ -177,7 +177,8 @@ host_untouched() {
 	run dsec-exec "$ID" sh -c 'cat /etc/resolv.conf; stat -c %u /etc/resolv.conf'
 	[ "${lines[1]}" = "nameserver 192.0.2.53" ]
 	[ "${lines[2]}" = "nameserver 192.0.2.54" ]
-	[ "${#lines[@]}" -eq 4 ] && [ "${lines[3]}" = 0 ]
+	[ "${#lines[@]}" -eq 4 ]
+	[ "${lines[3]}" = 0 ]
 	# what dsec wrote is not the sandbox's work; a resolver of its own is
 	run dsec-layer commit --name natsnap "$ID"
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
@@ -203,18 +204,18 @@ host_untouched() {
 	tc -n "$NODE" qdisc show dev "dsv$hex" | grep -q "tbf.*rate 10Mbit"
 	run dsec-reap "$victim"
 	[ "$status" -eq 0 ]
-	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "$vaddr "
+	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "$vaddr " || false
 	[ ! -e "$DSEC_RUN/net/leases/$vaddr" ]
 	for _ in $(seq 50); do ip -n "$NODE" link show "dsv$hex" >/dev/null 2>&1 || break; sleep 0.1; done
-	! ip -n "$NODE" link show "dsv$hex" >/dev/null 2>&1
+	! ip -n "$NODE" link show "dsv$hex" >/dev/null 2>&1 || false
 	nat_spawn
 	[ "$ADDR" = "$vaddr" ]
 	run dsec-reap --all
 	[ "$status" -eq 0 ]
 	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 0 ]
-	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\."
+	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\." || false
 	for _ in $(seq 50); do ip -n "$NODE" link | grep -q dsv || break; sleep 0.1; done
-	! ip -n "$NODE" link | grep -q dsv
+	! ip -n "$NODE" link | grep -q dsv || false
 	host_untouched
 }
 
@@ -252,9 +253,9 @@ host_untouched() {
 	run dsec-reap "$live"
 	[ "$status" -eq 0 ]
 	[ "$(ls "$DSEC_RUN/net/leases" | wc -l)" -eq 0 ]
-	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\."
+	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\." || false
 	for _ in $(seq 50); do ip -n "$NODE" link | grep -q dsv || break; sleep 0.1; done
-	! ip -n "$NODE" link | grep -q dsv
+	! ip -n "$NODE" link | grep -q dsv || false
 }
 
 @test "net nat: bad --net, --allow and --bandwidth are usage errors" {
@@ -305,8 +306,8 @@ host_untouched() {
 	pid=$(sb_pid "$A")
 	# raw sockets need CAP_NET_RAW, which sandboxes lack: ask from the host, in A's namespace
 	nsenter -t "$pid" -n busybox arping -q -I eth0 -s "$A_ADDR" -c 1 -w 2 10.88.0.1
-	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s "$B_ADDR" -c 1 -w 2 10.88.0.1
-	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s 10.88.0.99 -c 1 -w 2 10.88.0.1
+	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s "$B_ADDR" -c 1 -w 2 10.88.0.1 || false
+	! nsenter -t "$pid" -n busybox arping -q -I eth0 -s 10.88.0.99 -c 1 -w 2 10.88.0.1 || false
 }
 
 @test "net nat: spec records: allow without net nat is an error record, others go on" {

@@ -9,7 +9,8 @@ setup() {
 	dsec_setup
 	make_busybox_image
 	ID=$(dsec-spawn --image busybox | jq -r .id)
-	[ -n "$ID" ] && [ "$ID" != null ]
+	[ -n "$ID" ]
+	[ "$ID" != null ]
 	run dsec-exec cp "$PROBE" "$ID:/bin/probe"
 	[ "$status" -eq 0 ] || { echo "cp probe: $output"; return 1; }
 	echo '{"default":"allow"}' >"$TESTDIR/allow.json"
@@ -192,7 +193,9 @@ rec() {
 	run dsec-exec "$ID" cat /tmp/watch
 	echo "$output"
 	[[ "$output" =~ seen=([0-9]+)\ leaked=([0-9]+)\ exe_w=([0-9]+) ]]
-	[ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[2]}" -eq 0 ] && [ "${BASH_REMATCH[3]}" -eq 0 ]
+	[ "${BASH_REMATCH[1]}" -gt 0 ]
+	[ "${BASH_REMATCH[2]}" -eq 0 ]
+	[ "${BASH_REMATCH[3]}" -eq 0 ]
 	# control: a dsec-named process holding a host directory, without the protections
 	exec 5<"$TESTDIR/tree"
 	sb_run "$ID" sh -c '/bin/probe decoy >/dev/null 2>&1 &'
@@ -234,14 +237,16 @@ rec() {
 	dsec-exec "$ID" sh -c "mkdir -p /tmp/out; echo data >/tmp/out/file
 		ln -s $TESTDIR/victim /tmp/out/link; ln -s $TESTDIR /tmp/out/dirlink"
 	dsec-exec cp "$ID:/tmp/out" "$TESTDIR/got"
-	[ -L "$TESTDIR/got/link" ] && [ "$(readlink "$TESTDIR/got/link")" = "$TESTDIR/victim" ]
+	[ -L "$TESTDIR/got/link" ]
+	[ "$(readlink "$TESTDIR/got/link")" = "$TESTDIR/victim" ]
 	[ -L "$TESTDIR/got/dirlink" ]
 	[ "$(cat "$TESTDIR/got/file")" = data ]
 	must_fail dsec-exec cp "$ID:/tmp/out/dirlink/victim" "$TESTDIR/got3"
 	[ ! -e "$TESTDIR/got3" ]
 	# copying onto the link that came out replaces the link, not what it points at
 	dsec-exec cp "$ID:/tmp/out/file" "$TESTDIR/got/link"
-	[ ! -L "$TESTDIR/got/link" ] && [ "$(cat "$TESTDIR/got/link")" = data ]
+	[ ! -L "$TESTDIR/got/link" ]
+	[ "$(cat "$TESTDIR/got/link")" = data ]
 	[ "$(cat "$TESTDIR/victim")" = hostsecret ]
 	# control: the naive host path through /proc/PID/root reads the host file
 	[ "$(cat "/proc/$(sb_pid "$ID")/root/tmp/out/dirlink/victim")" = hostsecret ]
@@ -314,7 +319,9 @@ rec() {
 	[ -n "$base" ]
 	owner_a=$(sb_json "$ID" | jq -r .userns.owner)
 	owner_b=$(sb_json "$B" | jq -r .userns.owner)
-	[ "$owner_a" -gt "$base" ] && [ "$owner_b" -gt "$base" ] && [ "$owner_a" != "$owner_b" ]
+	[ "$owner_a" -gt "$base" ]
+	[ "$owner_b" -gt "$base" ]
+	[ "$owner_a" != "$owner_b" ]
 	[ "$("$PROBE" nsowner "/proc/$(sb_pid "$ID")/ns/user")" = "$owner_a" ]
 	# A takes every inotify instance it may and holds them while B and the host open theirs
 	# (the kernel limits them per user: fs.inotify.max_user_instances)
@@ -357,12 +364,15 @@ rec() {
 	run bash -c "$(declare -f rec); rec $S | dsec-exec -- probe alloc 4"
 	json_is "$output" .exec.oom_kills 0
 	run dsec-exec "$S" probe forks 200
-	[[ "$output" =~ forked=([0-9]+)\ err=EAGAIN ]] && [ "${BASH_REMATCH[1]}" -lt 32 ]
+	[[ "$output" =~ forked=([0-9]+)\ err=EAGAIN ]]
+	[ "${BASH_REMATCH[1]}" -lt 32 ]
 	run dsec-exec "$S" probe fill /tmp/f 64
-	[[ "$output" =~ mb=([0-9]+)\ err=ENOSPC ]] && [ "${BASH_REMATCH[1]}" -lt 16 ]
+	[[ "$output" =~ mb=([0-9]+)\ err=ENOSPC ]]
+	[ "${BASH_REMATCH[1]}" -lt 16 ]
 	dsec-exec "$S" rm /tmp/f
 	run dsec-exec "$S" probe files /tmp 100000
-	[[ "$output" =~ files=([0-9]+)\ err=ENOSPC ]] && [ "${BASH_REMATCH[1]}" -le 16384 ]
+	[[ "$output" =~ files=([0-9]+)\ err=ENOSPC ]]
+	[ "${BASH_REMATCH[1]}" -le 16384 ]
 	# the sandbox is still usable, the other one and the host too
 	run dsec-exec "$S" sh -c 'rm -rf /tmp/*; probe alloc 4'
 	[ "$output" = "ok 4" ]
@@ -385,7 +395,8 @@ rec() {
 	json_is "$output" .exec.truncated false
 	local t0=$SECONDS
 	run dsec-exec --timeout 2 "$ID" probe sleepers 3
-	[ "$status" -eq 124 ] && [ $((SECONDS - t0)) -le 6 ]
+	[ "$status" -eq 124 ]
+	[ $((SECONDS - t0)) -le 6 ]
 	run dsec-exec "$ID" sh -c 'ps -o comm | grep -c "^probe"'
 	[ "$output" = 0 ] || { echo "left: $output"; return 1; }
 	run bash -c "$(declare -f rec); rec $ID | dsec-exec --timeout 2 -- probe sleepers 3"
@@ -407,7 +418,8 @@ rec() {
 	dsec-warm --image busybox --count 1 >/dev/null
 	pool=$(find "$DSEC_RUN/pools" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -1)
 	warm=$(find "$DSEC_RUN/pools/$pool/ready" -mindepth 1 -maxdepth 1 -printf '%f\n' | head -1)
-	[ -n "$pool" ] && [ -n "$warm" ]
+	[ -n "$pool" ]
+	[ -n "$warm" ]
 	dsec-exec "$B" sh -c "echo $mark >/tmp/b-marker"
 	dsec-exec "$S" sh -c "echo ${mark}own >/tmp/own-marker"
 	# a pattern that does not match itself in /proc/*/cmdline

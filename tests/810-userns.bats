@@ -27,7 +27,8 @@ range_start() { awk -F: '$1 == "dsec" { print $2; exit }' "${DSEC_SUBUID_FILE:-/
 @test "userns: root inside maps to dsec's unprivileged range; DSEC_USERNS=0 is host root" {
 	spawn_one
 	base=$(range_start)
-	[ -n "$base" ] && [ "$base" -ge 100000 ]
+	[ -n "$base" ]
+	[ "$base" -ge 100000 ]
 	json_is "$(sb_json "$ID")" .userns.uid "$base"
 	run sb_run "$ID" sh -c 'id -u; cat /proc/self/uid_map; cat /proc/self/gid_map'
 	[ "$(echo $output)" = "0 0 $base 65536 0 $base 65536" ] || { echo "$output"; return 1; }
@@ -36,7 +37,8 @@ range_start() { awk -F: '$1 == "dsec" { print $2; exit }' "${DSEC_SUBUID_FILE:-/
 	# a command started by dsec-exec: the host sees the range's uid, never 0
 	dsec-exec "$ID" sh -c 'sleep 30 &'
 	pid=$(pgrep -P "$holder" sleep | head -1)
-	[ -n "$pid" ] && [ "$(host_uid "$pid")" = "$base" ]
+	[ -n "$pid" ]
+	[ "$(host_uid "$pid")" = "$base" ]
 	# control: without user namespaces root inside is uid 0 on the host
 	ID0=$(DSEC_USERNS=0 dsec-spawn --run "$RUN0" --image busybox | jq -r .id)
 	[ "$(host_uid "$(DSEC_RUN=$RUN0 sb_pid "$ID0")")" = 0 ]
@@ -171,11 +173,14 @@ MASKED="kcore keys key-users timer_list sched_debug kpagecgroup kpageflags kpage
 	run cat "$TESTDIR/log"
 	[ "${lines[0]}" = secret-of-the-host ]
 	[[ "${lines[1]}" == pipe:* ]] && [[ "${lines[2]}" == pipe:* ]] && [[ "${lines[3]}" == pipe:* ]] || { echo "$output"; return 1; }
-	[ "${lines[4]}" = 50000 ] && [ "${lines[5]}" = to-stderr ] && [ "${lines[-1]}" = end ]
+	[ "${lines[4]}" = 50000 ]
+	[ "${lines[5]}" = to-stderr ]
+	[ "${lines[-1]}" = end ]
 	# control: handed over as it is (nsenter, as a runtime that does not relay would), the
 	# command sees the host file and reads what else it holds
 	run sb_run "$ID" sh -c 'readlink /proc/self/fd/0; head -1 /proc/self/fd/0' <"$TESTDIR/log"
-	[[ "${lines[0]}" != pipe:* ]] && [ "${lines[1]}" = secret-of-the-host ]
+	[[ "${lines[0]}" != pipe:* ]]
+	[ "${lines[1]}" = secret-of-the-host ]
 	# a command that ignores its input, and a big output, end as they should
 	run dsec-exec "$ID" true <"$TESTDIR/in"
 	[ "$status" -eq 0 ]

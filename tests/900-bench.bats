@@ -66,10 +66,10 @@ cgroups_of_ours() {
 	[[ "$r" =~ \ [0-9]+/s ]]
 	# nothing left: no work dir, mount, process or cgroup of the bench
 	[ -z "$(ls -A "$TMPDIR")" ]
-	! grep -q "$TMPDIR" /proc/self/mountinfo
-	! grep -lsa "$TMPDIR/dsec-bench" /proc/[0-9]*/environ /proc/[0-9]*/cmdline
+	! grep -q "$TMPDIR" /proc/self/mountinfo || false
+	! grep -lsa "$TMPDIR/dsec-bench" /proc/[0-9]*/environ /proc/[0-9]*/cmdline || false
 	# the network namespace of the net figure is gone too
-	! ip netns list | grep -q "^dsec-bench-"
+	! ip netns list | grep -q "^dsec-bench-" || false
 	[ "$(cgroups_of_ours)" = "$before" ] || {
 		echo "cgroups before: $before" >&2
 		echo "cgroups after: $(cgroups_of_ours)" >&2

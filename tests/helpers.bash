@@ -129,3 +129,10 @@ busybox_tree() {
 	fi
 	echo "$d"
 }
+
+# gone PID: the process has exited (a zombie waiting for init counts: init reaps an orphaned
+# holder when it gets to it, which here can take seconds; so does a pid whose /proc entry
+# vanished while we looked).
+gone() {
+	! kill -0 "$1" 2>/dev/null || grep -qs '^State:.*Z' "/proc/$1/status" || [ ! -e "/proc/$1" ]
+}
