@@ -437,7 +437,7 @@ PY
 	# gc keeps what images and sandboxes use
 	run dsec-layer gc
 	[ "$status" -eq 0 ]
-	[ "$(records | jq -r .layer)" = "" ] || true
+	[ -z "$(records)" ]
 	[ -d "$DSEC_ROOT/layers/${a:7}" ]
 	[ -d "$DSEC_ROOT/layers/${b:7}" ]
 	[ -d "$DSEC_ROOT/layers/${c:7}" ]
