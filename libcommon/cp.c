@@ -184,11 +184,50 @@ static int retop(struct archive_entry *e, const char *old, const char *new_top)
 	return 0;
 }
 
+/* A progress line on stderr, when it is a terminal (and not -q), for a copy that takes over a
+ * second, as an import shows one. The host side counts: what it packs or unpacks, or the bytes
+ * of a raw stream. */
+struct progress {
+	int on, shown;
+	uint64_t t0, last, bytes, files;
+};
+
+static void progress_start(struct progress *pg)
+{
+	memset(pg, 0, sizeof(*pg));
+	pg->on = isatty(STDERR_FILENO) && dsec_verbose >= 0;
+	pg->t0 = dsec_now_us();
+}
+
+static void progress_add(struct progress *pg, uint64_t bytes, int files)
+{
+	uint64_t now;
+
+	if (!pg || !pg->on)
+		return;
+	pg->bytes += bytes;
+	pg->files += (uint64_t)files;
+	now = dsec_now_us();
+	if (now - pg->t0 < 1000000 || now - pg->last < 200000)
+		return;
+	pg->last = now;
+	pg->shown = 1;
+	fprintf(stderr, "\r%s: cp: %.1f MiB, %llu files ", dsec_prog, (double)pg->bytes / (1 << 20),
+		(unsigned long long)pg->files);
+}
+
+static void progress_end(struct progress *pg)
+{
+	if (pg->shown)
+		fputc('\n', stderr);
+	pg->shown = 0;
+}
+
 /* Copy entries from reader r to disk writer w, renaming the top component old → new_top (none
  * when new_top is NULL). Only regular files, directories and symbolic links pass; hard links
  * and device nodes are skipped. 0 or -1 with msg. */
 static int unpack(struct archive *r, struct archive *w, const char *old, const char *new_top,
-		  char *msg, size_t mn)
+		  struct progress *pg, char *msg, size_t mn)
 {
 	struct archive_entry *e;
 	int rc;
@@ -212,12 +251,15 @@ static int unpack(struct archive *r, struct archive *w, const char *old, const c
 				 archive_error_string(w));
 			return -1;
 		}
-		while ((rc = archive_read_data_block(r, &buf, &size, &off)) == ARCHIVE_OK)
+		progress_add(pg, 0, 1);
+		while ((rc = archive_read_data_block(r, &buf, &size, &off)) == ARCHIVE_OK) {
 			if (archive_write_data_block(w, buf, size, off) != ARCHIVE_OK) {
 				snprintf(msg, mn, "'%s': %s", archive_entry_pathname(e),
 					 archive_error_string(w));
 				return -1;
 			}
+			progress_add(pg, size, 0);
+		}
 		if (rc != ARCHIVE_EOF) {
 			snprintf(msg, mn, "read stream: %s", archive_error_string(r));
 			return -1;
@@ -248,7 +290,7 @@ static struct archive *disk_writer(void)
 
 /* Write path (relative to the cwd) as a pax tar on fd, entries named as found (no symlink
  * followed). 0 or -1 with msg. */
-static int pack(const char *path, int fd, char *msg, size_t mn)
+static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t mn)
 {
 	struct archive *d = archive_read_disk_new(), *w = archive_write_new();
 	struct archive_entry *e = archive_entry_new();
@@ -272,13 +314,16 @@ static int pack(const char *path, int fd, char *msg, size_t mn)
 			snprintf(msg, mn, "write stream: %s", archive_error_string(w));
 			goto out;
 		}
+		progress_add(pg, 0, 1);
 		if (archive_entry_filetype(e) == AE_IFREG)
-			while ((n = archive_read_data(d, buf, sizeof(buf))) > 0)
+			while ((n = archive_read_data(d, buf, sizeof(buf))) > 0) {
 				if (archive_write_data(w, buf, (size_t)n) < 0) {
 					snprintf(msg, mn, "write stream: %s",
 						 archive_error_string(w));
 					goto out;
 				}
+				progress_add(pg, (uint64_t)n, 0);
+			}
 	}
 	if (rc != ARCHIVE_EOF) {
 		snprintf(msg, mn, "'%s': %s", path, archive_error_string(d));
@@ -347,7 +392,7 @@ static int sandbox_unpack(void *arg)
 		snprintf(msg, sizeof(msg), "read stream: %s", archive_error_string(r));
 		ret = -1;
 	} else
-		ret = unpack(r, w, j->top, new_top, msg, sizeof(msg));
+		ret = unpack(r, w, j->top, new_top, NULL, msg, sizeof(msg));
 	if (ret == 0 && archive_write_close(w) != ARCHIVE_OK) {
 		snprintf(msg, sizeof(msg), "%s", archive_error_string(w));
 		ret = -1;
@@ -370,7 +415,7 @@ static int sandbox_pack(void *arg)
 	if (chdir(dir) < 0)
 		return snprintf(msg, sizeof(msg), "'%s': %s", dir, strerror(errno)),
 		       in_sandbox_fail(msg);
-	return pack(base, 1, msg, sizeof(msg)) < 0 ? in_sandbox_fail(msg) : 0;
+	return pack(base, 1, NULL, msg, sizeof(msg)) < 0 ? in_sandbox_fail(msg) : 0;
 }
 
 /* ---- on the host ---- */
@@ -424,6 +469,7 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 	struct cp_job j = {.src = src, .dst = dst, .raw = !strcmp(src, "-")};
 	char dir[PATH_MAX], base[NAME_MAX + 1], msg[768] = "";
 	struct dsec_exec_proc pr;
+	struct progress pg;
 	int p[2], msgfd, slash, r = 0, cwd;
 
 	if (la_load(err) < 0)
@@ -444,19 +490,22 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 		return -1;
 	}
 	close(p[0]);
+	progress_start(&pg);
 	if (j.raw) {
 		char buf[65536];
 		ssize_t n;
 
-		while ((n = read(0, buf, sizeof(buf))) > 0)
+		while ((n = read(0, buf, sizeof(buf))) > 0) {
 			if (write(p[1], buf, (size_t)n) != n)
 				break;
+			progress_add(&pg, (uint64_t)n, 0);
+		}
 	} else {
 		cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (cwd < 0 || chdir(dir) < 0)
 			r = dsec_err_sys(err, "'%s'", dir);
 		else
-			r = pack(base, p[1], msg, sizeof(msg));
+			r = pack(base, p[1], &pg, msg, sizeof(msg));
 		if (cwd >= 0) {
 			if (fchdir(cwd) < 0)
 				r = -1;
@@ -464,6 +513,7 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 		}
 	}
 	close(p[1]);
+	progress_end(&pg);
 	if (finish_copier(&pr, msgfd, "copy into the sandbox failed", err) < 0)
 		return -1;
 	if (r < 0 && msg[0])
@@ -477,6 +527,7 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 	char sdir[PATH_MAX], sbase[NAME_MAX + 1], dir[PATH_MAX], base[NAME_MAX + 1], msg[768] = "";
 	const char *new_top = NULL, *into = NULL;
 	struct dsec_exec_proc pr;
+	struct progress pg;
 	struct stat st;
 	int p[2], msgfd, slash, r = 0, cwd = -1;
 
@@ -506,15 +557,18 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		return -1;
 	}
 	close(p[1]);
+	progress_start(&pg);
 	if (!into) {
 		char buf[65536];
 		ssize_t n;
 
-		while ((n = read(p[0], buf, sizeof(buf))) > 0)
+		while ((n = read(p[0], buf, sizeof(buf))) > 0) {
 			if (write(1, buf, (size_t)n) != n) {
 				r = dsec_err_sys(err, "write to stdout");
 				break;
 			}
+			progress_add(&pg, (uint64_t)n, 0);
+		}
 	} else {
 		struct archive *rd = archive_read_new(), *w = disk_writer();
 
@@ -525,7 +579,7 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		else if (archive_read_open_fd(rd, p[0], 65536) != ARCHIVE_OK) {
 			snprintf(msg, sizeof(msg), "read stream: %s", archive_error_string(rd));
 			r = -1;
-		} else if ((r = unpack(rd, w, sbase, new_top, msg, sizeof(msg))) == 0 &&
+		} else if ((r = unpack(rd, w, sbase, new_top, &pg, msg, sizeof(msg))) == 0 &&
 			   archive_write_close(w) != ARCHIVE_OK) {
 			snprintf(msg, sizeof(msg), "%s", archive_error_string(w));
 			r = -1;
@@ -541,6 +595,7 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		}
 	}
 	close(p[0]);
+	progress_end(&pg);
 	if (finish_copier(&pr, msgfd, "copy out of the sandbox failed", err) < 0)
 		return -1;
 	if (r < 0 && msg[0])

@@ -525,6 +525,20 @@ EOF
 	[ "$output" = a ]
 	must_fail dsec-exec cp "$TESTDIR/src/a" "$ID:/no/such/dir/x"
 	must_fail dsec-exec cp "$TESTDIR/src/a" "$TESTDIR/b"
+	# a copy that takes over a second shows its progress on a terminal, and only there
+	head -c 3M /dev/zero >"$TESTDIR/src/big"
+	tar -C "$TESTDIR/src" -cf "$TESTDIR/big.tar" big
+	local slow="(sleep 1.3; cat $TESTDIR/big.tar) | dsec-exec"
+	run script -qec "sh -c '$slow cp - $ID:/tmp'" /dev/null
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"dsec-exec: cp: "*" MiB, "* ]]
+	run script -qec "sh -c '$slow -q cp - $ID:/tmp; echo status \$?'" /dev/null
+	[[ "$output" == *"status 0"* ]]
+	[[ "$output" != *"MiB"* ]]
+	run --separate-stderr sh -c "$slow cp - $ID:/tmp"
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	[ "$(dsec-exec "$ID" stat -c %s /tmp/big)" = 3145728 ]
 }
 
 @test "cp: a symlink planted in the sandbox never reaches a host file" {
