@@ -184,43 +184,21 @@ static int retop(struct archive_entry *e, const char *old, const char *new_top)
 	return 0;
 }
 
-/* A progress line on stderr, when it is a terminal (and not -q), for a copy that takes over a
- * second, as an import shows one. The host side counts: what it packs or unpacks, or the bytes
- * of a raw stream. */
+/* What the host side of a copy has moved, for its progress line (err.h): what it packs or
+ * unpacks, or the bytes of a raw stream. */
 struct progress {
-	int on, shown;
-	uint64_t t0, last, bytes, files;
+	struct dsec_progress line;
+	uint64_t bytes, files;
 };
-
-static void progress_start(struct progress *pg)
-{
-	memset(pg, 0, sizeof(*pg));
-	pg->on = isatty(STDERR_FILENO) && dsec_verbose >= 0;
-	pg->t0 = dsec_now_us();
-}
 
 static void progress_add(struct progress *pg, uint64_t bytes, int files)
 {
-	uint64_t now;
-
-	if (!pg || !pg->on)
+	if (!pg)
 		return;
 	pg->bytes += bytes;
 	pg->files += (uint64_t)files;
-	now = dsec_now_us();
-	if (now - pg->t0 < 1000000 || now - pg->last < 200000)
-		return;
-	pg->last = now;
-	pg->shown = 1;
-	fprintf(stderr, "\r%s: cp: %.1f MiB, %llu files ", dsec_prog, (double)pg->bytes / (1 << 20),
-		(unsigned long long)pg->files);
-}
-
-static void progress_end(struct progress *pg)
-{
-	if (pg->shown)
-		fputc('\n', stderr);
-	pg->shown = 0;
+	dsec_progress(&pg->line, "cp: %.1f MiB, %llu files ", (double)pg->bytes / (1 << 20),
+		      (unsigned long long)pg->files);
 }
 
 /* Copy entries from reader r to disk writer w, renaming the top component old → new_top (none
@@ -490,7 +468,8 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 		return -1;
 	}
 	close(p[0]);
-	progress_start(&pg);
+	pg.bytes = pg.files = 0;
+	dsec_progress_start(&pg.line, 1);
 	if (j.raw) {
 		char buf[65536];
 		ssize_t n;
@@ -513,7 +492,7 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 		}
 	}
 	close(p[1]);
-	progress_end(&pg);
+	dsec_progress_end(&pg.line);
 	if (finish_copier(&pr, msgfd, "copy into the sandbox failed", err) < 0)
 		return -1;
 	if (r < 0 && msg[0])
@@ -557,7 +536,8 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		return -1;
 	}
 	close(p[1]);
-	progress_start(&pg);
+	pg.bytes = pg.files = 0;
+	dsec_progress_start(&pg.line, 1);
 	if (!into) {
 		char buf[65536];
 		ssize_t n;
@@ -595,7 +575,7 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		}
 	}
 	close(p[0]);
-	progress_end(&pg);
+	dsec_progress_end(&pg.line);
 	if (finish_copier(&pr, msgfd, "copy out of the sandbox failed", err) < 0)
 		return -1;
 	if (r < 0 && msg[0])

@@ -49,9 +49,8 @@ struct pipeline {
 	int raw_eof;
 	uint64_t stream_bytes, max_bytes;
 	int over_limit;
-	/* progress */
-	int progress, shown;
-	uint64_t t0, last;
+	uint64_t t0;
+	struct dsec_progress pg;
 	uint64_t *files;
 };
 
@@ -208,27 +207,6 @@ static la_ssize_t raw_read(struct archive *a, void *arg, const void **buf)
 	return n;
 }
 
-static void progress(struct pipeline *pl, int final)
-{
-	uint64_t now;
-
-	if (!pl->progress)
-		return;
-	if (final) {
-		if (pl->shown)
-			fputc('\n', stderr);
-		pl->shown = 0;
-		return;
-	}
-	now = dsec_now_us();
-	if (now - pl->t0 < 1000000 || now - pl->last < 200000)
-		return;
-	pl->last = now;
-	pl->shown = 1;
-	fprintf(stderr, "\r%s: import: %.1f MiB, %llu files ", dsec_prog,
-		(double)pl->stream_bytes / (1 << 20), (unsigned long long)*pl->files);
-}
-
 static la_ssize_t tar_read(struct archive *a, void *arg, const void **buf)
 {
 	struct pipeline *pl = arg;
@@ -255,7 +233,9 @@ static la_ssize_t tar_read(struct archive *a, void *arg, const void **buf)
 				  (unsigned long long)pl->max_bytes);
 		return -1;
 	}
-	progress(pl, 0);
+	dsec_progress(&pl->pg, "import: %.1f MiB, %llu files ",
+		      (double)pl->stream_bytes / (1 << 20),
+		      (unsigned long long)(pl->files ? *pl->files : 0));
 	return (la_ssize_t)n;
 }
 
@@ -516,7 +496,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 	}
 	if (pipeline_open(&pl, fd, src_fd, o->max_bytes, 1, err) < 0)
 		goto out_pl;
-	pl.progress = o->progress;
+	dsec_progress_start(&pl.pg, o->progress);
 	pl.t0 = dsec_now_us();
 	pl.files = &files;
 	x.ar = pl.tar;
@@ -547,7 +527,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 	}
 	if (pipeline_drain(&pl, hex, err) < 0 || dsec_extract_finish(&x, err) < 0)
 		goto out_pl;
-	progress(&pl, 1);
+	dsec_progress_end(&pl.pg);
 	dsec_infox("sha256:%s: extracted %llu entries in %llu ms", hex, (unsigned long long)files,
 		   (unsigned long long)(dsec_now_us() - pl.t0) / 1000);
 	snprintf(id, sizeof(id), "sha256:%s", hex);
@@ -604,7 +584,7 @@ done:
 	rc = cb ? cb(rec, arg, err) : 0;
 	json_decref(rec);
 out_pl:
-	progress(&pl, 1);
+	dsec_progress_end(&pl.pg);
 	pipeline_free(&pl);
 out:
 	dsec_extract_free(&x);

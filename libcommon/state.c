@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,4 +436,37 @@ const char *dsec_node(void)
 	else if (gethostname(name, sizeof(name) - 1) < 0 || !name[0])
 		strcpy(name, "localhost");
 	return name;
+}
+
+void dsec_progress_start(struct dsec_progress *p, int want)
+{
+	p->on = want && isatty(STDERR_FILENO) && dsec_verbose >= 0;
+	p->shown = 0;
+	p->t0 = dsec_now_us();
+	p->last = 0;
+}
+
+void dsec_progress(struct dsec_progress *p, const char *fmt, ...)
+{
+	uint64_t now;
+	va_list ap;
+
+	if (!p || !p->on)
+		return;
+	now = dsec_now_us();
+	if (now - p->t0 < 1000000 || now - p->last < 200000)
+		return;
+	p->last = now;
+	p->shown = 1;
+	fprintf(stderr, "\r%s: ", dsec_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+void dsec_progress_end(struct dsec_progress *p)
+{
+	if (p->shown)
+		fputc('\n', stderr);
+	p->shown = 0;
 }

@@ -66,6 +66,20 @@ int dsec_parse_count(const char *s, long long min, long long max, long long *out
 
 /* Monotonic and wall clocks in microseconds. */
 uint64_t dsec_now_us(void);
+
+/* A progress line on stderr for an operation that takes over a second (an import, a commit, a
+ * copy): shown when asked (want), stderr is a terminal and -q was not given; at most five times
+ * a second, each line over the last. */
+struct dsec_progress {
+	int on, shown;
+	uint64_t t0, last;
+};
+void dsec_progress_start(struct dsec_progress *p, int want);
+/* "\rtool: " and fmt, when a line is due. */
+void dsec_progress(struct dsec_progress *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* End the line, if one was shown. */
+void dsec_progress_end(struct dsec_progress *p);
 uint64_t dsec_wall_us(void);
 
 /* This node's name (hostname, or $DSEC_NODE). Static storage. */
