@@ -281,10 +281,7 @@ static int write_claim(const struct dsec_sandbox *sb, const char *key, struct ds
 	json_object_set_new(o, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(o, "env", sb->env ? json_incref(sb->env) : json_array());
 	json_object_set_new(o, "labels", sb->labels ? json_incref(sb->labels) : json_object());
-	if (sb->workdir[0])
-		json_object_set_new(o, "workdir", json_string(sb->workdir));
-	if (sb->user[0])
-		json_object_set_new(o, "user", json_string(sb->user));
+	dsec_sandbox_defaults_json(o, sb);
 	json_object_set_new(o, "pool", json_string(key));
 	json_object_set_new(o, "warm", json_true());
 	s = json_dumps(o, JSON_COMPACT);

@@ -127,6 +127,14 @@ static json_t *cpus_json(double cpus)
 	return json_real(cpus);
 }
 
+void dsec_sandbox_defaults_json(json_t *o, const struct dsec_sandbox *sb)
+{
+	if (sb->workdir[0])
+		json_object_set_new(o, "workdir", json_string(sb->workdir));
+	if (sb->user[0])
+		json_object_set_new(o, "user", json_string(sb->user));
+}
+
 json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 {
 	json_t *o = json_object(), *layers = json_array(), *cg = json_object();
@@ -145,10 +153,7 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 	json_object_set_new(o, "created", json_integer((json_int_t)sb->created_us));
 	json_object_set_new(o, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(o, "hostname", json_string(sb->hostname));
-	if (sb->workdir[0])
-		json_object_set_new(o, "workdir", json_string(sb->workdir));
-	if (sb->user[0])
-		json_object_set_new(o, "user", json_string(sb->user));
+	dsec_sandbox_defaults_json(o, sb);
 	if (sb->env)
 		json_object_set(o, "env", sb->env);
 	else

@@ -170,6 +170,9 @@ int dsec_sandbox_save(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 
 /* sb as a JSON object in the sandbox.json format (new reference). */
 json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb);
+/* The commands' defaults of sb, "workdir" and "user", into o when set (the state file, a
+ * claim, the journal's sandbox entry). */
+void dsec_sandbox_defaults_json(json_t *o, const struct dsec_sandbox *sb);
 
 /* Release what load or spawn allocated (env, labels). sb stays usable for its plain fields. */
 void dsec_sandbox_free(struct dsec_sandbox *sb);
