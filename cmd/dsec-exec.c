@@ -258,10 +258,7 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		dsec_err_print(&err);
 		return 125;
 	}
-	user = dsec_exec_user_default(&t, user);
-	if ((user && dsec_exec_user_resolve(&t, user, &who, &err) < 0) ||
-	    dsec_env_init(&env, &t.sb, &err) < 0 ||
-	    (user && dsec_env_user_home(&env, &t.sb, &who, &err) < 0) ||
+	if (dsec_exec_env_as(&t, user, &env, &who, &s.user, &err) < 0 ||
 	    (tty &&
 	     dsec_env_set(&env, "TERM", getenv("TERM") ? getenv("TERM") : "xterm", &err) < 0))
 		goto fail;
@@ -269,7 +266,6 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		if (dsec_env_put(&env, envset[i], &err) < 0)
 			goto fail;
 	s.envp = env.v;
-	s.user = user ? &who : NULL;
 	s.killable = timeout_us > 0;
 	if (tty && ioctl(0, TIOCGWINSZ, &s.ws) < 0 && ioctl(1, TIOCGWINSZ, &s.ws) < 0)
 		s.ws.ws_row = 0;

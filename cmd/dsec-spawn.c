@@ -252,14 +252,7 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 	}
 	if ((v = json_object_get(rec, "run_as"))) {
 		/* a uid may be a number, as dsec-exec takes it */
-		if (json_is_integer(v) && json_integer_value(v) >= 0 &&
-		    json_integer_value(v) < 0xffffffffLL) {
-			snprintf(s->user_buf, sizeof(s->user_buf), "%lld",
-				 (long long)json_integer_value(v));
-			s->user = s->user_buf;
-		} else if (dsec_user_spec_ok(json_string_value(v)))
-			s->user = json_string_value(v);
-		else
+		if (!(s->user = dsec_user_json(v, s->user_buf, sizeof(s->user_buf))))
 			return dsec_err_set(err, EINVAL,
 					    "'run_as': want \"USER[:GROUP]\" or a uid");
 	}

@@ -367,7 +367,7 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	/* no cwd asked for: the sandbox's working dir (its image's), "/" while that is missing */
 	int soft = !(c->s->cwd && *c->s->cwd) && c->t->sb.workdir[0];
 	const char *cwd = c->s->cwd && *c->s->cwd ? c->s->cwd : soft ? c->t->sb.workdir : "/";
-	const struct dsec_exec_user *u = c->s->user && c->s->user->set ? c->s->user : NULL;
+	const struct dsec_exec_user *u = c->s->user;
 	struct dsec_err err = {0};
 	sigset_t none;
 	int i, e;

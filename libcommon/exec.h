@@ -69,7 +69,6 @@ int dsec_exec_target_fresh(struct dsec_exec_target *t);
 /* Who a command runs as (dsec-exec --user), resolved in the sandbox. */
 #define DSEC_EXEC_USER_GROUPS 64
 struct dsec_exec_user {
-	int set;
 	uid_t uid; /* ids inside the sandbox's user namespace */
 	gid_t gid;
 	size_t ngroups; /* supplementary groups: gid first, then /etc/group's that list the user */
@@ -83,10 +82,6 @@ struct dsec_exec_user {
 int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
 			   struct dsec_exec_user *u, struct dsec_err *err);
 
-/* The user a command runs as: spec when given, else the sandbox's default (its image's or
- * dsec-spawn --user), else NULL (root inside). */
-const char *dsec_exec_user_default(const struct dsec_exec_target *t, const char *spec);
-
 struct dsec_exec_spec {
 	char *const *argv; /* argv[0] without '/' is searched in the PATH of envp, in the sandbox */
 	char *const *envp; /* the whole environment (see dsec_env_*) */
@@ -96,7 +91,7 @@ struct dsec_exec_spec {
 	int tty;   /* allocate a pty in the sandbox's devpts; fd[] is then ignored */
 	struct winsize ws; /* tty: initial window size (0 rows = leave it) */
 	int killable;      /* give it its own cgroup, so dsec_exec_kill gets every process */
-	const struct dsec_exec_user *user; /* run as this user (NULL or unset: root inside) */
+	const struct dsec_exec_user *user; /* run as this user (NULL: root inside) */
 	/* Instead of exec: call fn(arg) in the fully set up process (namespaces, cgroup, fds,
 	 * capabilities, no_new_privs) and exit 0 when it returns 0, else 1. Start returns once the
 	 * setup is done. For dsec-exec cp: file work done as the sandbox, inside it. */
@@ -147,10 +142,14 @@ int dsec_env_put(struct dsec_env *e, const char *kv, struct dsec_err *err);
 int dsec_env_set(struct dsec_env *e, const char *k, const char *v, struct dsec_err *err);
 /* The defaults (PATH, HOME, HOSTNAME) then the sandbox's own env. */
 int dsec_env_init(struct dsec_env *e, const struct dsec_sandbox *sb, struct dsec_err *err);
-/* HOME for a command run as user u (dsec-exec --user): u's home, unless the sandbox's own
- * environment (its image's, dsec-spawn --env) sets HOME. After dsec_env_init. 0 or -1. */
-int dsec_env_user_home(struct dsec_env *e, const struct dsec_sandbox *sb,
-		       const struct dsec_exec_user *u, struct dsec_err *err);
+/* A command's environment when it runs as user (NULL: the sandbox's default user, its image's
+ * or dsec-spawn --user's, else root inside): dsec_env_init, and for a user, that user resolved
+ * into *who (dsec_exec_user_resolve) with its HOME unless the sandbox's own environment sets
+ * HOME. *as gets who, or NULL for root inside, for dsec_exec_spec.user. The caller's settings
+ * (-e, a record's "env") go on top. 0 or -1 with err. */
+int dsec_exec_env_as(const struct dsec_exec_target *t, const char *user, struct dsec_env *env,
+		     struct dsec_exec_user *who, const struct dsec_exec_user **as,
+		     struct dsec_err *err);
 void dsec_env_free(struct dsec_env *e);
 
 /* Output captured up to max bytes; the rest is read and dropped (truncated set). */

@@ -78,20 +78,6 @@ int dsec_env_init(struct dsec_env *e, const struct dsec_sandbox *sb, struct dsec
 	return 0;
 }
 
-int dsec_env_user_home(struct dsec_env *e, const struct dsec_sandbox *sb,
-		       const struct dsec_exec_user *u, struct dsec_err *err)
-{
-	size_t i;
-	json_t *v;
-
-	json_array_foreach(sb->env, i, v)
-	{
-		if (json_is_string(v) && !strncmp(json_string_value(v), "HOME=", 5))
-			return 0;
-	}
-	return dsec_env_set(e, "HOME", u->home, err);
-}
-
 void dsec_env_free(struct dsec_env *e)
 {
 	size_t i;

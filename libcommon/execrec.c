@@ -332,14 +332,17 @@ static json_t *command_of(struct loop *L, json_t *rec, struct dsec_err *err)
 	return cmd;
 }
 
-static int record_env(struct loop *L, struct dsec_env *env, const struct dsec_sandbox *sb,
-		      const struct dsec_exec_user *u, json_t *rec, struct dsec_err *err)
+/* The command's environment as user (dsec_exec_env_as), then the options', then the
+ * record's "env". */
+static int record_env(struct loop *L, struct dsec_env *env, const struct dsec_exec_target *t,
+		      const char *user, struct dsec_exec_user *who,
+		      const struct dsec_exec_user **as, json_t *rec, struct dsec_err *err)
 {
 	json_t *e = json_object_get(rec, "env"), *v;
 	const char *k;
 	size_t i;
 
-	if (dsec_env_init(env, sb, err) < 0 || (u && dsec_env_user_home(env, sb, u, err) < 0))
+	if (dsec_exec_env_as(t, user, env, who, as, err) < 0)
 		return -1;
 	for (i = 0; L->o->env && L->o->env[i]; i++)
 		if (dsec_env_put(env, L->o->env[i], err) < 0)
@@ -368,14 +371,7 @@ static int record_user(struct loop *L, json_t *rec, char *buf, size_t n, const c
 	*user = L->o->user;
 	if (!u || json_is_null(u))
 		return 0;
-	if (json_is_string(u) && json_string_length(u) > 0 &&
-	    strlen(json_string_value(u)) == json_string_length(u))
-		*user = json_string_value(u);
-	else if (json_is_integer(u) && json_integer_value(u) >= 0 &&
-		 json_integer_value(u) < 0xffffffffLL) {
-		snprintf(buf, n, "%lld", (long long)json_integer_value(u));
-		*user = buf;
-	} else
+	if (!(*user = dsec_user_json(u, buf, n)))
 		return dsec_err_set(err, EINVAL, "\"run_as\" is not a user name or a uid");
 	return 0;
 }
@@ -547,12 +543,7 @@ again:
 		goto bad;
 	}
 	j->tc->refs++;
-	user = dsec_exec_user_default(&j->tc->t, user);
-	if (user && dsec_exec_user_resolve(&j->tc->t, user, &who, &e) < 0) {
-		dsec_err_wrap(&e, "%s", json_string_value(id));
-		goto bad;
-	}
-	if (record_env(L, &env, &j->tc->t.sb, user ? &who : NULL, rec, &e) < 0) {
+	if (record_env(L, &env, &j->tc->t, user, &who, &s.user, rec, &e) < 0) {
 		dsec_err_wrap(&e, "%s", json_string_value(id));
 		goto bad;
 	}
@@ -565,7 +556,6 @@ again:
 	s.argv = argv;
 	s.envp = env.v;
 	s.cwd = cwd ? json_string_value(cwd) : L->o->cwd;
-	s.user = user ? &who : NULL;
 	s.fd[0] = pi[0];
 	s.fd[1] = po[1];
 	s.fd[2] = pe[1];
@@ -694,8 +684,9 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 	 * anything it started, or anything else running there then */
 	oom = j->oom0 >= 0 ? dsec_cgroup_oom_kills(&j->tc->t.sb) : -1;
 	json_object_set_new(x, "oom_kills",
-			    oom >= j->oom0 && oom >= 0 ? json_integer((json_int_t)(oom - j->oom0))
-						       : json_null());
+			    j->oom0 >= 0 && oom >= j->oom0
+				? json_integer((json_int_t)(oom - j->oom0))
+				: json_null());
 	json_object_set_new(x, "wall_us",
 			    json_integer((json_int_t)(dsec_now_us() - j->pr.start_us)));
 	json_object_set_new(

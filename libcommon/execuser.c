@@ -219,7 +219,6 @@ int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
 	add_group(u, u->gid);
 	if (have_pw)
 		member_groups(group, uname, u, t->sb.userns ? t->sb.id_count : 0, copy);
-	u->set = 1;
 	r = 0;
 out:
 	free(passwd);
@@ -228,7 +227,26 @@ out:
 	return r;
 }
 
-const char *dsec_exec_user_default(const struct dsec_exec_target *t, const char *spec)
+int dsec_exec_env_as(const struct dsec_exec_target *t, const char *user, struct dsec_env *env,
+		     struct dsec_exec_user *who, const struct dsec_exec_user **as,
+		     struct dsec_err *err)
 {
-	return spec ? spec : t->sb.user[0] ? t->sb.user : NULL;
+	size_t i;
+	json_t *v;
+
+	*as = NULL;
+	if (!user && t->sb.user[0])
+		user = t->sb.user;
+	if ((user && dsec_exec_user_resolve(t, user, who, err) < 0) ||
+	    dsec_env_init(env, &t->sb, err) < 0)
+		return -1;
+	if (!user)
+		return 0;
+	*as = who;
+	json_array_foreach(t->sb.env, i, v)
+	{
+		if (json_is_string(v) && !strncmp(json_string_value(v), "HOME=", 5))
+			return 0;
+	}
+	return dsec_env_set(env, "HOME", who->home, err);
 }

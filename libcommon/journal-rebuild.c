@@ -31,10 +31,7 @@ static json_t *sandbox_entry(const struct dsec_sandbox *sb, const char *root)
 	json_object_set_new(e, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(e, "hostname", json_string(sb->hostname));
 	json_object_set_new(e, "env", sb->env ? json_incref(sb->env) : json_array());
-	if (sb->workdir[0])
-		json_object_set_new(e, "workdir", json_string(sb->workdir));
-	if (sb->user[0])
-		json_object_set_new(e, "user", json_string(sb->user));
+	dsec_sandbox_defaults_json(e, sb);
 	return e;
 }
 
@@ -84,12 +81,8 @@ static json_t *run_again(struct dsec_exec_target *t, json_t *st, struct dsec_err
 	}
 	for (i = 0; i < n; i++)
 		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
-	user = dsec_exec_user_default(t, user);
-	if ((user && dsec_exec_user_resolve(t, user, &who, err) < 0) ||
-	    dsec_env_init(&env, &t->sb, err) < 0 ||
-	    (user && dsec_env_user_home(&env, &t->sb, &who, err) < 0))
+	if (dsec_exec_env_as(t, user, &env, &who, &sp.user, err) < 0)
 		goto out;
-	sp.user = user ? &who : NULL;
 	envs = json_object_get(st, "env");
 	for (i = 0; i < json_array_size(envs); i++) {
 		v = json_array_get(envs, i);

@@ -300,6 +300,19 @@ int dsec_user_spec_ok(const char *s)
 	return !c || (c > s && c[1] && !strchr(c + 1, ':'));
 }
 
+const char *dsec_user_json(json_t *v, char *buf, size_t n)
+{
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) < 0xffffffffLL) {
+		snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+		return buf;
+	}
+	return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v) &&
+		       dsec_user_spec_ok(json_string_value(v))
+		   ? json_string_value(v)
+		   : NULL;
+}
+
 int dsec_workdir_ok(const char *d)
 {
 	return d && *d == '/' && strlen(d) <= DSEC_WORKDIR_MAX;

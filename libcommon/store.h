@@ -81,6 +81,10 @@ json_t *dsec_store_image_json(const struct dsec_paths *p, const char *name, stru
 int dsec_user_spec_ok(const char *s);
 int dsec_workdir_ok(const char *d);
 
+/* A record's "run_as": a USER[:GROUP] string (dsec_user_spec_ok) or a uid as a number, which is
+ * written into buf. The user as a string, or NULL when v is neither. */
+const char *dsec_user_json(json_t *v, char *buf, size_t n);
+
 /* What is valid of a config: in is an OCI image config's "config" object (Env, WorkingDir,
  * User) when oci, else ours. A new object, or NULL when nothing is left. Each member dropped
  * (a bad type, an env entry without a name, a relative or too long dir, a user with spaces) is
