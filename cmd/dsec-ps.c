@@ -19,12 +19,13 @@
 static const char usage[] =
     "Usage: dsec-ps [OPTION]... [ID]...\n"
     "List sandboxes (all of the run dir, or the given ids) as JSON records, one per line:\n"
-    "id, image, node, state (running, paused or dead), pid (of its holder), age and ttl_left "
-    "(seconds),\n"
-    "memory (bytes in use), cpu_us (CPU time used), pids (tasks), disk (bytes written to its\n"
-    "writable layer), disk_limit, limits, requests, class, labels, workdir and run_as (the\n"
-    "commands' defaults, when set), and usage (totals of its cgroup: cpu_us, memory,\n"
-    "memory_peak, pids, io_read_bytes, io_write_bytes).\n"
+    "id, image, node, state (running, paused or dead), pid (of its holder), age and ttl_left\n"
+    "(seconds), idle (seconds since a command last started or ended in it; null while anything\n"
+    "but its holder runs in it, or paused, or dead), memory (bytes in use), cpu_us (CPU time\n"
+    "used), pids (tasks), disk (bytes written to its writable layer), disk_limit, limits,\n"
+    "requests, class, labels, workdir and run_as (the commands' defaults, when set), and usage\n"
+    "(totals of its cgroup: cpu_us, memory, memory_peak, pids, io_read_bytes,\n"
+    "io_write_bytes).\n"
     "\n"
     "      --pools           list the warm pools instead (see dsec-warm): pool, image, ready,\n"
     "                        limits, requests, class, net, oldest_age\n"
@@ -101,6 +102,14 @@ static json_t *record(const struct dsec_sandbox *sb)
 								      : "running"));
 	json_object_set_new(rec, "pid", alive ? json_integer(sb->holder_pid) : json_null());
 	json_object_set_new(rec, "age", json_integer((json_int_t)age));
+	{
+		uint64_t idle_us;
+
+		json_object_set_new(rec, "idle",
+				    dsec_sandbox_idle(sb, now, &idle_us) == 1
+					? json_integer((json_int_t)(idle_us / 1000000))
+					: json_null());
+	}
 	json_object_set_new(rec, "ttl_left", ttl_left);
 	json_object_set_new(rec, "memory", json_integer((json_int_t)cs.memory));
 	json_object_set_new(rec, "cpu_us", json_integer((json_int_t)cs.cpu_us));

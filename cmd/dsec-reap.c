@@ -1,5 +1,5 @@
-/* dsec-reap: tear sandboxes down, by id, from records, all, expired, or orphaned; or pause,
- * resume or reset them. */
+/* dsec-reap: tear sandboxes down, by id, from records, all, expired, idle, or orphaned; or
+ * pause, resume or reset them. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 static const char usage[] =
     "Usage: dsec-reap [OPTION]... ID...\n"
     "   or: ... | dsec-reap [OPTION]...\n"
-    "   or: dsec-reap --all | --expired | --orphans\n"
+    "   or: dsec-reap --all | --expired | --idle D | --orphans\n"
     "   or: dsec-reap --pause | --resume | --reset [ID]...\n"
     "Kill every process of each sandbox, remove its cgroup and state (its rootfs goes with its\n"
     "last process), and print its record with \"reaped\":true. Records on standard input pass\n"
@@ -27,6 +27,10 @@ static const char usage[] =
     "\n"
     "  -a, --all             reap every sandbox of the run dir, then its template namespace\n"
     "      --expired         reap the sandboxes whose TTL has run out\n"
+    "      --idle D          reap the sandboxes idle for D (e.g. 30m): nothing running in them\n"
+    "                        but their holder, no command started or ended since, not paused,\n"
+    "                        not a warm pool's ready ones (\"idle\":seconds in the record);\n"
+    "                        with --expired, both kinds\n"
     "      --orphans         clean up after crashed tools: state without a live holder, cgroups\n"
     "                        without state, sandboxes whose creator died before handing them out,\n"
     "                        and the nat network (addresses, rules) of sandboxes gone\n"
@@ -47,11 +51,12 @@ static const char usage[] =
     "Output: the input record (or {\"id\":…}) with \"reaped\":true (or \"paused\", \"reset\").\n"
     "Exit status: 0 all reaped, 1 some failed (unknown id), 2 usage error, 3 fatal.\n";
 
-enum { OPT_EXPIRED = DSEC_OPT_FIRST_TOOL, OPT_ORPHANS, OPT_PAUSE, OPT_RESUME, OPT_RESET };
+enum { OPT_EXPIRED = DSEC_OPT_FIRST_TOOL, OPT_IDLE, OPT_ORPHANS, OPT_PAUSE, OPT_RESUME, OPT_RESET };
 
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"all", no_argument, NULL, 'a'},
 					 {"expired", no_argument, NULL, OPT_EXPIRED},
+					 {"idle", required_argument, NULL, OPT_IDLE},
 					 {"orphans", no_argument, NULL, OPT_ORPHANS},
 					 {"pause", no_argument, NULL, OPT_PAUSE},
 					 {"resume", no_argument, NULL, OPT_RESUME},
@@ -259,21 +264,82 @@ static void reap_id(const char *id, json_t *rec)
 	}
 }
 
+/* Which sandboxes --all, --expired and --idle take. */
+struct pick {
+	int expired; /* those whose TTL ran out */
+	int idle;    /* those idle for idle_us or longer */
+	uint64_t idle_us;
+	char (*ready)[DSEC_ID_MAX]; /* the warm pools' ready sandboxes, sorted: never idle */
+	size_t nready, capready;
+	int ready_failed; /* a ready dir could not be read: --idle takes nothing */
+	struct dsec_err err;
+};
+
+static int ready_fn(const struct dsec_pool *pool, void *ctx)
+{
+	struct pick *k = ctx;
+	struct dsec_pool_entry *e;
+	size_t n;
+
+	if (dsec_pool_ready(pool, &e, &n, 0, &k->err) < 0) {
+		k->ready_failed = 1;
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (k->nready == k->capready) {
+			size_t cap = k->capready ? 2 * k->capready : 256;
+			void *m = realloc(k->ready, cap * sizeof(*k->ready));
+
+			if (!m) {
+				free(e);
+				k->ready_failed = 1;
+				dsec_err_set(&k->err, ENOMEM, "%s: list ready sandboxes",
+					     pool->key);
+				return -1;
+			}
+			k->ready = m;
+			k->capready = cap;
+		}
+		memcpy(k->ready[k->nready++], e[i].id, DSEC_ID_MAX);
+	}
+	free(e);
+	return 0;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
 static int reap_all_fn(const char *id, void *ctx)
 {
-	int expired_only = *(int *)ctx;
+	struct pick *k = ctx;
+	json_t *rec;
 
-	if (expired_only) {
+	if (k->expired || k->idle) {
 		struct dsec_sandbox sb;
 		struct dsec_err err;
-		int expired;
+		uint64_t now = dsec_wall_us(), idle_us = 0;
+		int expired, idle = 0;
 
 		if (dsec_sandbox_load(&paths, id, &sb, &err) < 0)
 			return 0; /* half-made or being made: --orphans' business */
-		expired = sb.ttl_us && sb.created_us + sb.ttl_us <= dsec_wall_us();
+		expired = k->expired && sb.ttl_us && sb.created_us + sb.ttl_us <= now;
+		/* a ready pool sandbox is the pool's (dsec-warm --max-age); one being made or
+		 * claimed is not handed out yet; one replaced by a reset is on its way out */
+		if (!expired && k->idle && strcmp(sb.id, id) == 0 &&
+		    !bsearch(id, k->ready, k->nready, sizeof(*k->ready), id_cmp) &&
+		    !dsec_sandbox_pending(&paths, id))
+			idle = dsec_sandbox_idle(&sb, now, &idle_us) == 1 && idle_us >= k->idle_us;
 		dsec_sandbox_free(&sb);
-		if (!expired)
+		if (!expired && !idle)
 			return 0;
+		rec = json_pack("{s:s}", "id", id);
+		if (idle)
+			json_object_set_new(rec, "idle",
+					    json_integer((json_int_t)(idle_us / 1000000)));
+		reap_id(id, rec);
+		return 0;
 	}
 	reap_id(id, json_pack("{s:s}", "id", id));
 	return 0;
@@ -332,6 +398,7 @@ int main(int argc, char **argv)
 {
 	struct dsec_cli cli = {.help = usage};
 	struct dsec_err err = {0};
+	struct pick pick = {0};
 	int c, all = 0, expired = 0, orphans = 0, lock;
 
 	dsec_prog = "dsec-reap";
@@ -344,6 +411,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_EXPIRED:
 			expired = 1;
+			break;
+		case OPT_IDLE:
+			if (dsec_parse_duration(optarg, 3650ULL * 86400 * 1000000, &pick.idle_us,
+						"--idle", &err) < 0)
+				dsec_usage_error("%s", err.msg);
+			pick.idle = 1;
 			break;
 		case OPT_ORPHANS:
 			orphans = 1;
@@ -362,14 +435,15 @@ int main(int argc, char **argv)
 			dsec_usage_error("unknown option");
 		}
 	}
-	if (all + expired + orphans > 1)
-		dsec_usage_error("--all, --expired and --orphans exclude each other");
-	if (action && all + expired + orphans)
+	/* --expired and --idle together take both kinds */
+	if (all + (expired || pick.idle) + orphans > 1)
+		dsec_usage_error("--all, --expired or --idle, and --orphans exclude each other");
+	if (action && all + expired + pick.idle + orphans)
 		dsec_usage_error("--pause, --resume and --reset take ids or records, not --all, "
-				 "--expired or --orphans");
-	if (all + expired + orphans && optind < argc)
-		dsec_usage_error("ids given with --all, --expired or --orphans");
-	if (!(all + expired + orphans) && optind == argc && isatty(STDIN_FILENO))
+				 "--expired, --idle or --orphans");
+	if (all + expired + pick.idle + orphans && optind < argc)
+		dsec_usage_error("ids given with --all, --expired, --idle or --orphans");
+	if (!(all + expired + pick.idle + orphans) && optind == argc && isatty(STDIN_FILENO))
 		dsec_usage_error("no sandbox ids and no records on standard input");
 	dsec_cli_paths(&cli, &paths);
 	dsec_jsonl_init_output();
@@ -401,16 +475,24 @@ int main(int argc, char **argv)
 		return dsec_cli_exit(failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
 	}
 	/* no run dir: nothing to reap, and nothing to create (it would be left behind) */
-	if ((all || expired) && access(paths.run, F_OK) < 0 && errno == ENOENT)
+	if ((all || expired || pick.idle) && access(paths.run, F_OK) < 0 && errno == ENOENT)
 		return dsec_cli_exit(DSEC_EXIT_OK);
 	lock = dsec_run_lock(&paths, 0, &err);
 	if (lock < 0)
 		dsec_fatal(&err);
-	if (all || expired) {
-		int only_expired = expired;
-
-		if (dsec_sandbox_foreach(&paths, reap_all_fn, &only_expired, &err) < 0)
+	if (all || expired || pick.idle) {
+		pick.expired = expired;
+		if (pick.idle) {
+			if (dsec_pool_foreach(&paths, ready_fn, &pick, &err) < 0)
+				dsec_fatal(&err);
+			if (pick.ready_failed)
+				dsec_fatal(&pick.err);
+			if (pick.nready)
+				qsort(pick.ready, pick.nready, sizeof(*pick.ready), id_cmp);
+		}
+		if (dsec_sandbox_foreach(&paths, reap_all_fn, &pick, &err) < 0)
 			dsec_fatal(&err);
+		free(pick.ready);
 		reap_drain();
 		/* --all took the warm pools' sandboxes too: remove the pools */
 		if (all && dsec_pool_cleanup(&paths, &err) < 0) {

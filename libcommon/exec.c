@@ -691,6 +691,8 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 	if (!policy_sc && dsec_exec_policy(NULL, err) < 0)
 		return DSEC_EXEC_FAILED;
 	pr->start_us = dsec_now_us();
+	snprintf(pr->statedir, sizeof(pr->statedir), "%s", t->sb.dir);
+	dsec_sandbox_touch(pr->statedir);
 	ignored_signals(&c.ignored, &caught);
 	/* Share our memory and wait until the child has exec'd, like posix_spawn: no page tables
 	 * to copy and no copy-on-write faults in either process, the largest cost of an exec
@@ -952,4 +954,7 @@ void dsec_exec_release(struct dsec_exec_proc *pr)
 	if (pr->ptm >= 0)
 		close(pr->ptm);
 	pr->pidfd = pr->ptm = -1;
+	if (pr->statedir[0])
+		dsec_sandbox_touch(pr->statedir);
+	pr->statedir[0] = '\0';
 }

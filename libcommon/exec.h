@@ -109,10 +109,13 @@ struct dsec_exec_proc {
 	char cg[DSEC_CG_PATH_MAX + 40]; /* its dir */
 	char cgpar[DSEC_CG_PATH_MAX];   /* the sandbox cgroup it sits in (same hierarchy) */
 	int reaped;
-	int killed; /* dsec_exec_kill ran: nothing is moved out of its cgroup */
+	int killed;              /* dsec_exec_kill ran: nothing is moved out of its cgroup */
+	char statedir[PATH_MAX]; /* the sandbox's, touched when the command ends (idle time) */
 };
 
 /* Start spec in t. On success fills pr and returns 0: the command runs (its exec succeeded).
+ * The start and the release each mark the sandbox active (dsec_sandbox_touch), for
+ * dsec-reap --idle.
  * Otherwise DSEC_EXEC_FAILED, _CANNOT_RUN or _NOT_FOUND with err set; nothing is left running.
  * Forks; the caller must be single-threaded, have 0, 1 and 2 open and not ignore SIGCHLD. */
 int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spec,

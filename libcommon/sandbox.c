@@ -415,6 +415,38 @@ int dsec_sandbox_alive(const struct dsec_sandbox *sb)
 	return holder_running(sb);
 }
 
+static int state_pending(const struct dsec_paths *p, const char *id);
+
+void dsec_sandbox_touch(const char *dir)
+{
+	utimensat(AT_FDCWD, dir, NULL, 0);
+}
+
+int dsec_sandbox_idle(const struct dsec_sandbox *sb, uint64_t now_us, uint64_t *idle_us)
+{
+	struct dsec_cgroup_stats cs;
+	struct stat st;
+	uint64_t last = sb->created_us;
+
+	/* the time first, the tasks after: a dsec-exec touches the dir before its command joins
+	 * the cgroup, so one that started after this look at the tasks was already seen here */
+	if (stat(sb->dir, &st) < 0)
+		return 0;
+	if ((uint64_t)st.st_mtim.tv_sec * 1000000 + (uint64_t)st.st_mtim.tv_nsec / 1000 > last)
+		last = (uint64_t)st.st_mtim.tv_sec * 1000000 + (uint64_t)st.st_mtim.tv_nsec / 1000;
+	/* the holder alone: one task (0 would be a count the kernel does not keep) */
+	if (!dsec_sandbox_alive(sb) || dsec_cgroup_frozen(sb) == 1 ||
+	    dsec_cgroup_stats(sb, &cs, NULL) < 0 || cs.pids != 1)
+		return 0;
+	*idle_us = now_us > last ? now_us - last : 0;
+	return 1;
+}
+
+int dsec_sandbox_pending(const struct dsec_paths *p, const char *id)
+{
+	return state_pending(p, id);
+}
+
 int dsec_sandbox_nsflags(const struct dsec_sandbox *sb)
 {
 	int f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;

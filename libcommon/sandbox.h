@@ -7,7 +7,9 @@
  *                                           replaced tmp+rename, never edited in place: readers
  *                                           see a whole file or none. Mode 0400 while the
  *                                           sandbox is pending (created, record not yet printed),
- *                                           0600 once handed out (dsec_sandbox_commit)
+ *                                           0600 once handed out (dsec_sandbox_commit).
+ *                                           The dir's mtime: the last start or end of a
+ *                                           command in it (dsec_sandbox_touch)
  *   $DSEC_RUN/template/mnt                  bind mount of the template mount namespace (nsfs)
  *   $DSEC_RUN/template/layers/<hex>         marker: layer <hex> is mounted in the template
  *   $DSEC_RUN/cgspare/spare-<hex>.json      a reaped sandbox's cgroups kept for the next one
@@ -188,6 +190,20 @@ int dsec_sandbox_pidfd(const struct dsec_sandbox *sb, struct dsec_err *err);
 
 /* Is the holder alive (same check as dsec_sandbox_pidfd, no fd kept)? 1 or 0. */
 int dsec_sandbox_alive(const struct dsec_sandbox *sb);
+
+/* Mark now as the sandbox's last activity: the mtime of its state dir (dir, sb->dir), which
+ * dsec-exec sets when a command starts and when it ends. Errors are ignored. No allocation. */
+void dsec_sandbox_touch(const char *dir);
+
+/* Is the sandbox idle: its holder alive, not paused, no task in it but the holder? Then 1, and
+ * *idle_us is the time since its last activity (the later of its creation or claim and the
+ * last dsec_sandbox_touch) up to now_us (wall clock). 0 when something runs in it, it is
+ * paused or dead, or its task count cannot be read. */
+int dsec_sandbox_idle(const struct dsec_sandbox *sb, uint64_t now_us, uint64_t *idle_us);
+
+/* Is sandbox id pending: being created or claimed, not yet handed out (or its creator died
+ * before it did)? 1 or 0. */
+int dsec_sandbox_pending(const struct dsec_paths *p, const char *id);
 
 /* The CLONE_NEW* flags of the namespaces a process joins to enter the sandbox: mount, pid, uts,
  * ipc, cgroup, net (unless --net host), user (when sb->userns). For setns(pidfd, flags). */

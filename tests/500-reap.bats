@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# dsec-reap: by id, from records, --all, --expired, --orphans, and crash recovery.
+# dsec-reap: by id, from records, --all, --expired, --idle, --orphans, and crash recovery.
 
 load helpers
 load image
@@ -208,6 +208,77 @@ EOF
 	[ ! -e "$DSEC_RUN/sandboxes/$short" ]
 	[ -e "$DSEC_RUN/sandboxes/$long" ]
 	[ -e "$DSEC_RUN/sandboxes/$never" ]
+}
+
+@test "reap: --idle takes the sandboxes nothing ran in for D; a command's start and end, in every path, count" {
+	ids() { records | jq -r .id | sort | tr '\n' ' '; }
+	spawn_one; idle=$ID
+	spawn_one; busy=$ID
+	spawn_one; paused=$ID
+	spawn_one; long=$ID
+	spawn_one; longfg=$ID
+	spawn_one; fg=$ID
+	spawn_one; full=$ID
+	spawn_one; rec=$ID
+	spawn_one; cpd=$ID
+	spawn_one --ttl 1s; exp=$ID
+	dsec-warm --image busybox --count 1 >/dev/null
+	ready=$(ls "$DSEC_RUN"/pools/*/ready)
+	[ -n "$ready" ]
+	# a process left running counts as busy however old; a paused sandbox is kept
+	dsec-exec "$busy" sh -c 'sleep 100 </dev/null >/dev/null 2>&1 &'
+	dsec-reap --pause "$paused" >/dev/null
+	# commands that ran the whole time and just ended (the front, records): their end counts,
+	# not their start
+	dsec-exec "$longfg" sleep 2.6 &
+	lp=$!
+	echo "{\"id\":\"$long\"}" | dsec-exec -- sleep 2.6 >/dev/null &
+	lr=$!
+	sleep 2.7
+	wait "$lp"
+	wait "$lr"
+	# the front, the full dsec-exec, records and cp each mark their sandbox used
+	dsec-exec "$fg" true
+	DSEC_EXEC_FAST=0 dsec-exec -e A=1 "$full" true
+	echo "{\"id\":\"$rec\"}" | dsec-exec -- true >/dev/null
+	echo x >"$TESTDIR/f"
+	dsec-exec cp "$TESTDIR/f" "$cpd:/tmp/f"
+	dsec-exec "$exp" true
+	# dsec-ps shows what --idle goes by
+	run dsec-ps
+	[ "$status" -eq 0 ]
+	[ "$(records | jq -r --arg i "$idle" 'select(.id == $i) | .idle')" -ge 2 ]
+	[ "$(records | jq -r --arg i "$busy" 'select(.id == $i) | .idle')" = null ]
+	[ "$(records | jq -r --arg i "$paused" 'select(.id == $i) | .idle')" = null ]
+	[ "$(records | jq -r --arg i "$fg" 'select(.id == $i) | .idle')" -le 1 ]
+	run dsec-reap --idle 2s
+	[ "$status" -eq 0 ]
+	[ "$(ids)" = "$idle " ] || { echo "reaped: $(ids), idle: $idle"; false; }
+	[ "$(records | jq .idle)" -ge 2 ]
+	json_is "$(records)" .reaped true
+	[ ! -e "$DSEC_RUN/sandboxes/$idle" ]
+	for i in "$busy" "$paused" "$long" "$longfg" "$fg" "$full" "$rec" "$cpd" "$exp" $ready; do
+		[ -e "$DSEC_RUN/sandboxes/$i" ] || { echo "$i reaped"; false; }
+	done
+	# --expired with --idle: both kinds; the rest again untouched
+	run dsec-reap --expired --idle 1h
+	[ "$status" -eq 0 ]
+	[ "$(ids)" = "$exp " ]
+	sleep 2.1
+	run dsec-reap --idle 2s
+	[ "$(ids)" = "$(printf '%s\n' "$long" "$longfg" "$fg" "$full" "$rec" "$cpd" | sort | tr '\n' ' ')" ]
+	[ -e "$DSEC_RUN/sandboxes/$busy" ]
+	[ -e "$DSEC_RUN/sandboxes/$paused" ]
+	[ -e "$DSEC_RUN/sandboxes/$ready" ]
+	# usage errors
+	must_fail dsec-reap --idle soon
+	[ "$status" -eq 2 ]
+	must_fail dsec-reap --idle 1s --all
+	[ "$status" -eq 2 ]
+	must_fail dsec-reap --idle 1s "$busy"
+	[ "$status" -eq 2 ]
+	must_fail dsec-reap --idle 1s --pause
+	[ "$status" -eq 2 ]
 }
 
 @test "reap: --orphans removes dead holders, stray cgroups and half-made state" {

@@ -870,7 +870,7 @@ struct clone_args_ {
 void front_main(long *sp) __attribute__((noreturn, used));
 void front_main(long *sp)
 {
-	static char run_buf[4096], path[4400], state[1 << 16];
+	static char run_buf[4096], path[4400], sdir[4400], state[1 << 16];
 	long argc = sp[0];
 	char **argv = (char **)(sp + 1);
 	const char *run = 0, *id, *fast = 0;
@@ -922,6 +922,8 @@ void front_main(long *sp)
 	if (S4(__NR_faccessat, AT_FDCWD_, path, 0, 0) == 0)
 		full();
 	path[slen(path) - slen("claim.json")] = '\0';
+	sdir[0] = '\0';
+	cat(sdir, sizeof(sdir), path); /* fits: path is as long */
 	if (cat(path, sizeof(path), "sandbox.json") || read_file(path, state, sizeof(state)) < 0)
 		full();
 	ps.p = state;
@@ -933,6 +935,9 @@ void front_main(long *sp)
 		full();
 	if (frozen() != 0) /* a paused sandbox: the full one resumes it first */
 		full();
+	/* the sandbox's last activity, at the start and at the end of a command (sandbox.h:
+	 * dsec_sandbox_touch) */
+	S4(__NR_utimensat, AT_FDCWD_, sdir, 0, 0);
 	pidfd = (int)S2(__NR_pidfd_open, st.pid, 0);
 	if (pidfd < 0 || !holder_ok(pidfd))
 		full();
@@ -1003,8 +1008,10 @@ void front_main(long *sp)
 			continue;
 		for (int fd = 0; fd < 3; fd++)
 			relay_step(&relays[fd]);
-		if (exited) /* the round after the exit has taken what the pipes held */
+		if (exited) { /* the round after the exit has taken what the pipes held */
+			S4(__NR_utimensat, AT_FDCWD_, sdir, 0, 0);
 			sys_exit(exited - 1);
+		}
 		(void)busy;
 		if (sfd >= 0 && (pf[1].revents & POLLIN_) &&
 		    sys_read(sfd, &si, sizeof(si)) == (long)sizeof(si)) {
