@@ -104,6 +104,21 @@ sb_cgroup() {
 	dsec-exec -w / "$W" sh -c 'rm /no/such/dir && ln -s /etc /no/such/dir'
 	[ "$(dsec-exec "$W" pwd)" = /etc ]
 	dsec-reap "$W" >/dev/null
+	# a sandbox claimed from a warm pool: its claim (env, working dir) over its state, by the
+	# front as by the full one
+	dsec-warm --image busybox --count 1 >/dev/null
+	W=$(dsec-spawn --image busybox --env CLAIM=2 --workdir /etc --warm-only | jq -r .id)
+	[ -e "$DSEC_RUN/sandboxes/$W/claim.json" ]
+	[ "$(waiter dsec-exec "$W" -- sleep 5)" = "$TOP/build/dsec-exec" ]
+	a=$(dsec-exec "$W" sh -c 'echo "$CLAIM $(pwd)"')
+	[ "$a" = "2 /etc" ] || { echo "front: $a"; return 1; }
+	[ "$(DSEC_EXEC_FAST=0 dsec-exec "$W" sh -c 'echo "$CLAIM $(pwd)"')" = "$a" ]
+	# a resize of the claimed sandbox lands in its claim: best-effort from now on
+	dsec-spawn --resize "$W" --class be >/dev/null
+	[ "$(dsec-exec "$W" cat /proc/self/oom_score_adj)" = 500 ]
+	[ "$(DSEC_EXEC_FAST=0 dsec-exec "$W" cat /proc/self/oom_score_adj)" = 500 ]
+	dsec-reap "$W" >/dev/null
+	dsec-warm --image busybox --drain >/dev/null
 	# host files as stdio: relayed through pipes by the front too; a directory: the full one
 	# refuses it
 	local pid

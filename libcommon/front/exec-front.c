@@ -16,9 +16,11 @@
  *
  * Host files as stdio are relayed through pipes, as the full one does. It hands over, before
  * doing anything that shows, whenever the request is not that plain: any other option, a state
- * it does not expect (a claim file, a paused sandbox, an escape in a string it needs), a
- * directory or O_PATH descriptor as stdio (the full one refuses it), or any failure up to the
- * command's execve (the full one then does it all again and says what failed).
+ * it does not expect (a paused sandbox, a default user, a file too big for it, an escape in a
+ * string it needs), a directory or O_PATH descriptor as stdio (the full one refuses it), or any
+ * failure up to the command's execve (the full one then does it all again and says what
+ * failed). A sandbox claimed from a warm pool is read as the full one reads it: its claim file
+ * over its state.
  * DSEC_EXEC_FAST=0 always hands over. */
 
 #include <asm/unistd.h>
@@ -193,13 +195,15 @@ static void utoa(unsigned long long v, char *buf)
 }
 
 /* Read a small file whole into buf (NUL-terminated). Length or -1. */
+/* Read path whole into buf, NUL-terminated. Its length; -errno when it cannot be opened, -1
+ * for any other failure. */
 static long read_file(const char *path, char *buf, unsigned long cap)
 {
 	long n = 0, r;
 	int fd = sys_open(path, O_RDONLY | O_NOFOLLOW);
 
 	if (fd < 0)
-		return -1;
+		return fd;
 	while ((unsigned long)n < cap - 1 && (r = sys_read(fd, buf + n, cap - 1 - n)) > 0)
 		n += r;
 	sys_close(fd);
@@ -474,9 +478,10 @@ static void top_member(struct parser *ps, const char *k, int ctx)
 		ws(ps);
 		st.userns = *ps->p == '{';
 		skip(ps, 1);
-	} else if (seq(k, "env"))
+	} else if (seq(k, "env")) {
+		st.nenv = 0; /* a claim's replaces the state's (pool.c: dsec_pool_merge_claim) */
 		array(ps, env_element, 0);
-	else if (seq(k, "workdir"))
+	} else if (seq(k, "workdir"))
 		st.workdir = str(ps);
 	else if (seq(k, "user"))
 		ps->bad = 1; /* a default user: the full one's to do (passwd, groups) */
@@ -870,12 +875,13 @@ struct clone_args_ {
 void front_main(long *sp) __attribute__((noreturn, used));
 void front_main(long *sp)
 {
-	static char run_buf[4096], path[4400], sdir[4400], state[1 << 16];
+	static char run_buf[4096], path[4400], sdir[4400], state[1 << 16], claim[1 << 14];
 	long argc = sp[0];
 	char **argv = (char **)(sp + 1);
 	const char *run = 0, *id, *fast = 0;
 	int i = 1, pidfd, nsflags, cpidfd = -1, cgfd = -1, ep[2], sfd;
 	unsigned long long mask, blocked;
+	long claim_len;
 	struct parser ps;
 	struct clone_args_ ca;
 	long pid;
@@ -918,8 +924,10 @@ void front_main(long *sp)
 	    cat(path, sizeof(path), "/sandboxes/") || cat(path, sizeof(path), id) ||
 	    cat(path, sizeof(path), "/claim.json"))
 		full();
-	/* a claimed pool sandbox: what the claim changed is the full one's to merge */
-	if (S4(__NR_faccessat, AT_FDCWD_, path, 0, 0) == 0)
+	/* a sandbox claimed from a warm pool: what the claim changed (its env, class, working
+	 * dir, user) replaces what the state says, member by member, as the full one merges it */
+	claim_len = read_file(path, claim, sizeof(claim));
+	if (claim_len < 0 && claim_len != -ENOENT_)
 		full();
 	path[slen(path) - slen("claim.json")] = '\0';
 	sdir[0] = '\0';
@@ -929,6 +937,10 @@ void front_main(long *sp)
 	ps.p = state;
 	ps.bad = 0;
 	object(&ps, top_member, 0);
+	if (claim_len >= 0 && !ps.bad) {
+		ps.p = claim;
+		object(&ps, top_member, 0);
+	}
 	if (ps.bad || !st.id || !seq(st.id, id) || !st.pid || !st.start ||
 	    (st.cgver != 1 && st.cgver != 2) || (st.cgver == 2 && !st.v2) ||
 	    (st.cgver == 1 && (!st.v1[0] || !st.v1[3])) || !st.net || build_env() < 0)
