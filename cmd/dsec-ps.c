@@ -82,7 +82,8 @@ static json_t *record(const struct dsec_sandbox *sb)
 	uint64_t now = dsec_wall_us();
 	double age =
 	    sb->created_us && now > sb->created_us ? (double)(now - sb->created_us) / 1e6 : 0;
-	int alive = dsec_sandbox_alive(sb);
+	uint64_t last = dsec_sandbox_last_active(sb);
+	int alive = dsec_sandbox_alive(sb), paused = alive && dsec_cgroup_frozen(sb) == 1;
 	json_t *rec = json_object(), *ttl_left = json_null();
 	long long disk = alive ? disk_used(sb) : -1;
 
@@ -97,20 +98,18 @@ static json_t *record(const struct dsec_sandbox *sb)
 	json_object_set_new(rec, "image", json_string(sb->image));
 	json_object_set_new(rec, "node", json_string(sb->node));
 	json_object_set_new(rec, "state",
-			    json_string(!alive                        ? "dead"
-					: dsec_cgroup_frozen(sb) == 1 ? "paused"
-								      : "running"));
+			    json_string(!alive   ? "dead"
+					: paused ? "paused"
+						 : "running"));
 	json_object_set_new(rec, "pid", alive ? json_integer(sb->holder_pid) : json_null());
 	json_object_set_new(rec, "age", json_integer((json_int_t)age));
-	{
-		uint64_t idle_us;
-
-		json_object_set_new(rec, "idle",
-				    dsec_sandbox_idle(sb, now, &idle_us) == 1
-					? json_integer((json_int_t)(idle_us / 1000000))
-					: json_null());
-	}
 	json_object_set_new(rec, "ttl_left", ttl_left);
+	/* as dsec_sandbox_idle tells it, from what was read above: the holder alone in it */
+	json_object_set_new(
+	    rec, "idle",
+	    alive && !paused && cs.pids == 1
+		? json_integer((json_int_t)((now > last ? now - last : 0) / 1000000))
+		: json_null());
 	json_object_set_new(rec, "memory", json_integer((json_int_t)cs.memory));
 	json_object_set_new(rec, "cpu_us", json_integer((json_int_t)cs.cpu_us));
 	json_object_set_new(rec, "pids", json_integer((json_int_t)cs.pids));

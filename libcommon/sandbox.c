@@ -422,18 +422,24 @@ void dsec_sandbox_touch(const char *dir)
 	utimensat(AT_FDCWD, dir, NULL, 0);
 }
 
+uint64_t dsec_sandbox_last_active(const struct dsec_sandbox *sb)
+{
+	struct stat st;
+	uint64_t m;
+
+	if (stat(sb->dir, &st) < 0)
+		return sb->created_us;
+	m = (uint64_t)st.st_mtim.tv_sec * 1000000 + (uint64_t)st.st_mtim.tv_nsec / 1000;
+	return m > sb->created_us ? m : sb->created_us;
+}
+
 int dsec_sandbox_idle(const struct dsec_sandbox *sb, uint64_t now_us, uint64_t *idle_us)
 {
 	struct dsec_cgroup_stats cs;
-	struct stat st;
-	uint64_t last = sb->created_us;
-
 	/* the time first, the tasks after: a dsec-exec touches the dir before its command joins
 	 * the cgroup, so one that started after this look at the tasks was already seen here */
-	if (stat(sb->dir, &st) < 0)
-		return 0;
-	if ((uint64_t)st.st_mtim.tv_sec * 1000000 + (uint64_t)st.st_mtim.tv_nsec / 1000 > last)
-		last = (uint64_t)st.st_mtim.tv_sec * 1000000 + (uint64_t)st.st_mtim.tv_nsec / 1000;
+	uint64_t last = dsec_sandbox_last_active(sb);
+
 	/* the holder alone: one task (0 would be a count the kernel does not keep) */
 	if (!dsec_sandbox_alive(sb) || dsec_cgroup_frozen(sb) == 1 ||
 	    dsec_cgroup_stats(sb, &cs, NULL) < 0 || cs.pids != 1)

@@ -195,6 +195,10 @@ int dsec_sandbox_alive(const struct dsec_sandbox *sb);
  * dsec-exec sets when a command starts and when it ends. Errors are ignored. No allocation. */
 void dsec_sandbox_touch(const char *dir);
 
+/* The wall time (µs) of the sandbox's last activity: the later of its creation or claim and
+ * the last dsec_sandbox_touch. */
+uint64_t dsec_sandbox_last_active(const struct dsec_sandbox *sb);
+
 /* Is the sandbox idle: its holder alive, not paused, no task in it but the holder? Then 1, and
  * *idle_us is the time since its last activity (the later of its creation or claim and the
  * last dsec_sandbox_touch) up to now_us (wall clock). 0 when something runs in it, it is
