@@ -65,6 +65,9 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 
 static struct dsec_paths paths;
 static int failed, out_gone;
+/* --all, --expired, --idle: a progress line on a terminal while the records go elsewhere */
+static struct dsec_progress prog;
+static long nreaped;
 /* What is done to each sandbox named: reaped (0), or one of these. */
 static enum { ACT_REAP, ACT_PAUSE, ACT_RESUME, ACT_RESET } action;
 
@@ -157,6 +160,7 @@ static void reap_finish(size_t i)
 	else
 		dsec_jsonl_put(f->rec, &out_gone);
 	fly[i] = fly[--nfly];
+	dsec_progress(&prog, "%ld sandboxes reaped ", ++nreaped);
 }
 
 /* Wait for sandboxes in flight to go and finish those gone: with block, until at least one
@@ -481,6 +485,7 @@ int main(int argc, char **argv)
 	if (lock < 0)
 		dsec_fatal(&err);
 	if (all || expired || pick.idle) {
+		dsec_progress_start(&prog, !isatty(STDOUT_FILENO));
 		pick.expired = expired;
 		if (pick.idle) {
 			if (dsec_pool_foreach(&paths, ready_fn, &pick, &err) < 0)
@@ -494,6 +499,7 @@ int main(int argc, char **argv)
 			dsec_fatal(&err);
 		free(pick.ready);
 		reap_drain();
+		dsec_progress_end(&prog);
 		/* --all took the warm pools' sandboxes too: remove the pools */
 		if (all && dsec_pool_cleanup(&paths, &err) < 0) {
 			dsec_err_print(&err);

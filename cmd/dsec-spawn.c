@@ -474,6 +474,10 @@ failed:
 }
 
 static long long jobs = 2;
+/* --image with -n: a progress line on a terminal while the records go elsewhere */
+static struct dsec_progress prog;
+static long *made;
+static long long total;
 
 static int spawn_serial(const struct dsec_paths *paths, json_t *rec, const struct spec *s,
 			long long n, int *failed)
@@ -485,6 +489,8 @@ static int spawn_serial(const struct dsec_paths *paths, json_t *rec, const struc
 			return -1;
 		if (r > 0)
 			*failed = 1;
+		__atomic_add_fetch(made, 1, __ATOMIC_RELAXED);
+		dsec_progress(&prog, "%ld of %lld sandboxes ", *made, total);
 	}
 	return 0;
 }
@@ -529,6 +535,7 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 			 * takes, not sandboxes still being made */
 			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 				_exit(DSEC_EXIT_FATAL);
+			prog.on = 0; /* the parent shows the line */
 			r = spawn_serial(paths, rec, s, share, &f);
 
 			fflush(NULL);
@@ -539,9 +546,8 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 	for (int w = 0; w < k; w++) {
 		int ws;
 
-		while (waitpid(pids[w], &ws, 0) < 0 && errno == EINTR)
-			;
-		if (!WIFEXITED(ws) || WEXITSTATUS(ws) == DSEC_EXIT_FATAL)
+		if (dsec_progress_waitpid(&prog, pids[w], &ws, made, total, "sandboxes") < 0 ||
+		    !WIFEXITED(ws) || WEXITSTATUS(ws) == DSEC_EXIT_FATAL)
 			rc = -1;
 		else if (WEXITSTATUS(ws))
 			*failed = 1;
@@ -775,10 +781,15 @@ int main(int argc, char **argv)
 		dsec_fatal(&err);
 	claimer.paths = &paths;
 
+	dsec_progress_start(&prog, def.image && !isatty(STDOUT_FILENO));
+	made = dsec_progress_counter(&prog);
 	if (def.image) {
 		json_t *rec = json_object();
-		int r = spawn_n(&paths, rec, &def, n, &failed);
+		int r;
 
+		total = n;
+		r = spawn_n(&paths, rec, &def, n, &failed);
+		dsec_progress_end(&prog);
 		json_decref(rec);
 		if (r < 0)
 			return dsec_cli_exit(DSEC_EXIT_FATAL);

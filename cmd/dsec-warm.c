@@ -117,6 +117,10 @@ static struct dsec_paths paths;
 static struct dsec_pool pool;
 static uint64_t min_free;
 static uint64_t wait_us; /* --wait=D for room on the node (UINT64_MAX: no end) */
+/* A progress line on a terminal while records go elsewhere: sandboxes made of how many */
+static struct dsec_progress prog;
+static long *made;
+static long long total;
 
 /* Make n ready sandboxes, emitting a record each. Returns 0, 1 (some failed), 3 (stdout gone)
  * or EXIT_LOW_MEMORY. */
@@ -139,6 +143,8 @@ static int make_n(long long n)
 		while ((r = dsec_pool_make(&paths, &pool, &sb, &err)) < 0 && err.errnum == ENOSPC &&
 		       dsec_admit_wait(w0, wait_us, &round) == 0)
 			memset(&err, 0, sizeof(err));
+		__atomic_add_fetch(made, 1, __ATOMIC_RELAXED);
+		dsec_progress(&prog, "%ld of %lld sandboxes made ", *made, total);
 		if (r < 0) {
 			dsec_err_print(&err);
 			if (err.errnum == ENOSPC)
@@ -184,7 +190,10 @@ static int make_parallel(long long n, int jobs)
 			break;
 		}
 		if (pid == 0) {
-			int r = make_n(share);
+			int r;
+
+			prog.on = 0; /* the parent shows the line */
+			r = make_n(share);
 
 			fflush(NULL);
 			_exit(r);
@@ -194,9 +203,8 @@ static int make_parallel(long long n, int jobs)
 	for (int j = 0; j < k; j++) {
 		int ws;
 
-		while (waitpid(pids[j], &ws, 0) < 0 && errno == EINTR)
-			;
-		if (!WIFEXITED(ws) || WEXITSTATUS(ws) == DSEC_EXIT_FATAL)
+		if (dsec_progress_waitpid(&prog, pids[j], &ws, made, total, "sandboxes made") < 0 ||
+		    !WIFEXITED(ws) || WEXITSTATUS(ws) == DSEC_EXIT_FATAL)
 			status = DSEC_EXIT_FATAL;
 		else if (WEXITSTATUS(ws) == EXIT_LOW_MEMORY)
 			low = 1;
@@ -442,7 +450,12 @@ int main(int argc, char **argv)
 		if (allowed > need)
 			allowed = need;
 	}
+	/* records on a terminal are progress enough */
+	dsec_progress_start(&prog, !isatty(STDOUT_FILENO));
+	made = dsec_progress_counter(&prog);
+	total = allowed;
 	status = allowed ? make_parallel(allowed, (int)jobs) : 0;
+	dsec_progress_end(&prog);
 	if (status == EXIT_LOW_MEMORY) {
 		dsec_errorx("%s: MemAvailable %llu MiB is below --min-free %s: not growing the "
 			    "pool",

@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -462,6 +465,35 @@ void dsec_progress(struct dsec_progress *p, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
+}
+
+long *dsec_progress_counter(const struct dsec_progress *p)
+{
+	static long local, *shared;
+
+	if (p->on && !shared) {
+		void *m = mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+		shared = m == MAP_FAILED ? NULL : m;
+	}
+	return p->on && shared ? shared : &local;
+}
+
+pid_t dsec_progress_waitpid(struct dsec_progress *p, pid_t pid, int *ws, const long *count,
+			    long long total, const char *what)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, ws, p->on ? WNOHANG : 0);
+
+		if (r > 0 || (r < 0 && errno != EINTR))
+			return r;
+		if (r == 0) {
+			dsec_progress(p, "%ld of %lld %s ",
+				      __atomic_load_n(count, __ATOMIC_RELAXED), total, what);
+			poll(NULL, 0, 100);
+		}
+	}
 }
 
 void dsec_progress_end(struct dsec_progress *p)

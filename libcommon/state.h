@@ -80,6 +80,14 @@ void dsec_progress(struct dsec_progress *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* End the line, if one was shown. */
 void dsec_progress_end(struct dsec_progress *p);
+/* For work split over forked workers: a count they add to (__atomic_add_fetch), shared with
+ * this process when the line is on (one shared page, made at the first call), else one of
+ * each process's own. Never NULL. A worker turns its copy of the line off. */
+long *dsec_progress_counter(const struct dsec_progress *p);
+/* waitpid(pid, ws, 0), showing "COUNT of TOTAL WHAT" (from *count) while it waits when the
+ * line is on (then a child's exit is seen within 100 ms). As waitpid, EINTR retried. */
+pid_t dsec_progress_waitpid(struct dsec_progress *p, pid_t pid, int *ws, const long *count,
+			    long long total, const char *what);
 uint64_t dsec_wall_us(void);
 
 /* This node's name (hostname, or $DSEC_NODE). Static storage. */
