@@ -163,7 +163,7 @@ static void cmd_inspect(const struct dsec_paths *p, const char *ref)
 	if (dsec_image_name_ok(ref))
 		rec = dsec_store_image_json(p, ref, NULL);
 	if (!rec) {
-		if (dsec_store_find_layer(p, ref, id, &err) < 0 ||
+		if (dsec_store_find_ref(p, ref, id, &err) < 0 ||
 		    !(rec = dsec_store_layer_meta(p, id, &err))) {
 			fail("ref", ref, &err);
 			return;

@@ -274,6 +274,17 @@ int dsec_store_find_layer(const struct dsec_paths *p, const char *ref, char id[8
 	return 0;
 }
 
+int dsec_store_find_ref(const struct dsec_paths *p, const char *ref, char id[80],
+			struct dsec_err *err)
+{
+	if (dsec_store_find_layer(p, ref, id, err) == 0)
+		return 0;
+	if (err->errnum == ENOENT && dsec_image_name_ok(ref))
+		dsec_err_set(err, ENOENT, "'%s': no such image or layer (dsec-layer ls lists them)",
+			     ref);
+	return -1;
+}
+
 #define CONFIG_ENV_MAX 4096           /* entries */
 #define CONFIG_ENV_BYTES (256u << 10) /* all of them */
 
@@ -654,7 +665,7 @@ int dsec_store_rm(const struct dsec_paths *p, const char *ref, int force, json_t
 		*rec = json_pack("{s:s, s:b}", "image", ref, "removed", 1);
 		return 0;
 	}
-	if (dsec_store_find_layer(p, ref, id, err) < 0)
+	if (dsec_store_find_ref(p, ref, id, err) < 0)
 		return -1;
 	if (dsec_store_path(p, path, "store.lock") < 0)
 		return dsec_err_sys(err, "store.lock");

@@ -63,6 +63,10 @@ int dsec_image_name_sanitize(const char *in, char *out, size_t outsz);
  * unique layer name. id gets "sha256:<hex>". 0, or -1 (ENOENT unknown, EEXIST ambiguous). */
 int dsec_store_find_layer(const struct dsec_paths *p, const char *ref, char id[80],
 			  struct dsec_err *err);
+/* The same, for a ref that may also have named an image (rm, inspect, after the image was
+ * looked for): an unknown one says "no such image or layer". */
+int dsec_store_find_ref(const struct dsec_paths *p, const char *ref, char id[80],
+			struct dsec_err *err);
 
 /* The layer's meta.json as a new object. NULL with err set when missing or unreadable. */
 json_t *dsec_store_layer_meta(const struct dsec_paths *p, const char *id, struct dsec_err *err);

@@ -425,6 +425,13 @@ PY
 	must_fail dsec-layer compose --name x nosuch
 	[ "$status" -eq 1 ]
 	json_has "$(records)" '.error'
+	[[ "$output" == *"'nosuch': no such layer"* ]]
+	# rm and inspect take an image or a layer, and say so
+	for v in rm inspect; do
+		must_fail dsec-layer "$v" nosuch
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"'nosuch': no such image or layer"* ]]
+	done
 	run dsec-layer compose --name 'bad/name' "$a"
 	[ "$status" -eq 2 ]
 	# rm refuses a layer an image uses, and one a sandbox uses
