@@ -22,10 +22,10 @@ static const char usage[] =
     "id, image, node, state (running, paused or dead), pid (of its holder), age and ttl_left\n"
     "(seconds), idle (seconds since a command last started or ended in it; null while anything\n"
     "but its holder runs in it, or paused, or dead), memory (bytes in use), cpu_us (CPU time\n"
-    "used), pids (tasks), disk (bytes written to its writable layer), disk_limit, limits,\n"
-    "requests, class, labels, workdir and run_as (the commands' defaults, when set), and usage\n"
-    "(totals of its cgroup: cpu_us, memory, memory_peak, pids, io_read_bytes,\n"
-    "io_write_bytes).\n"
+    "used), pids (tasks), disk (bytes written to its writable layer), disk_limit, warm\n"
+    "(claimed from a warm pool), pool (the pool a ready sandbox waits in), limits, requests,\n"
+    "class, labels, workdir and run_as (the commands' defaults, when set), and usage (totals\n"
+    "of its cgroup: cpu_us, memory, memory_peak, pids, io_read_bytes, io_write_bytes).\n"
     "\n"
     "      --pools           list the warm pools instead (see dsec-warm): pool, image, ready,\n"
     "                        limits, requests, class, net, oldest_age\n"
@@ -76,6 +76,9 @@ static long long disk_used(const struct dsec_sandbox *sb)
 	return (long long)(st.f_blocks - st.f_bfree) * (long long)st.f_bsize;
 }
 
+/* The warm pools' ready sandboxes, read once per run. */
+static struct dsec_pool_readyset ready;
+
 static json_t *record(const struct dsec_sandbox *sb)
 {
 	struct dsec_cgroup_stats cs;
@@ -86,6 +89,7 @@ static json_t *record(const struct dsec_sandbox *sb)
 	int alive = dsec_sandbox_alive(sb), paused = alive && dsec_cgroup_frozen(sb) == 1;
 	json_t *rec = json_object(), *ttl_left = json_null();
 	long long disk = alive ? disk_used(sb) : -1;
+	const char *pool;
 
 	if (sb->ttl_us) {
 		double left = (double)(sb->created_us + sb->ttl_us) / 1e6 - (double)now / 1e6;
@@ -117,6 +121,8 @@ static json_t *record(const struct dsec_sandbox *sb)
 	json_object_set_new(rec, "disk_limit", json_integer((json_int_t)sb->limits.disk));
 	json_object_set_new(rec, "net", json_string(dsec_net_mode_name(sb->net)));
 	json_object_set_new(rec, "warm", json_boolean(dsec_pool_claimed(sb)));
+	if ((pool = dsec_pool_readyset_find(&ready, sb->id)))
+		json_object_set_new(rec, "pool", json_string(pool));
 	json_object_set_new(rec, "labels", sb->labels ? json_incref(sb->labels) : json_object());
 	if (sb->workdir[0])
 		json_object_set_new(rec, "workdir", json_string(sb->workdir));
@@ -218,11 +224,18 @@ int main(int argc, char **argv)
 			dsec_usage_error("--pools takes no ids");
 		if (dsec_pool_foreach(&paths, pool_one, NULL, &err) < 0)
 			dsec_fatal(&err);
-	} else if (optind < argc) {
-		for (int i = optind; i < argc && !out_gone; i++)
-			list_one(argv[i], &paths);
-	} else if (dsec_sandbox_foreach(&paths, list_one, NULL, &err) < 0) {
-		dsec_fatal(&err);
+	} else {
+		/* a warm pool's ready sandboxes are named as such ("pool"); should a ready dir
+		 * not be read, they are listed without */
+		if (dsec_pool_readyset(&paths, &ready, &err) < 0)
+			dsec_err_print(&err);
+		if (optind < argc) {
+			for (int i = optind; i < argc && !out_gone; i++)
+				list_one(argv[i], &paths);
+		} else if (dsec_sandbox_foreach(&paths, list_one, NULL, &err) < 0) {
+			dsec_fatal(&err);
+		}
+		dsec_pool_readyset_free(&ready);
 	}
 	return dsec_cli_exit(out_gone ? DSEC_EXIT_FATAL : failed ? DSEC_EXIT_FAILED : DSEC_EXIT_OK);
 }

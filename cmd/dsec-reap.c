@@ -273,47 +273,8 @@ struct pick {
 	int expired; /* those whose TTL ran out */
 	int idle;    /* those idle for idle_us or longer */
 	uint64_t idle_us;
-	char (*ready)[DSEC_ID_MAX]; /* the warm pools' ready sandboxes, sorted: never idle */
-	size_t nready, capready;
-	int ready_failed; /* a ready dir could not be read: --idle takes nothing */
-	struct dsec_err err;
+	struct dsec_pool_readyset ready; /* the warm pools' ready sandboxes: never idle */
 };
-
-static int ready_fn(const struct dsec_pool *pool, void *ctx)
-{
-	struct pick *k = ctx;
-	struct dsec_pool_entry *e;
-	size_t n;
-
-	if (dsec_pool_ready(pool, &e, &n, 0, &k->err) < 0) {
-		k->ready_failed = 1;
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (k->nready == k->capready) {
-			size_t cap = k->capready ? 2 * k->capready : 256;
-			void *m = realloc(k->ready, cap * sizeof(*k->ready));
-
-			if (!m) {
-				free(e);
-				k->ready_failed = 1;
-				dsec_err_set(&k->err, ENOMEM, "%s: list ready sandboxes",
-					     pool->key);
-				return -1;
-			}
-			k->ready = m;
-			k->capready = cap;
-		}
-		memcpy(k->ready[k->nready++], e[i].id, DSEC_ID_MAX);
-	}
-	free(e);
-	return 0;
-}
-
-static int id_cmp(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
 
 static int reap_all_fn(const char *id, void *ctx)
 {
@@ -332,8 +293,7 @@ static int reap_all_fn(const char *id, void *ctx)
 		/* a ready pool sandbox is the pool's (dsec-warm --max-age); one being made or
 		 * claimed is not handed out yet; one replaced by a reset is on its way out */
 		if (!expired && k->idle && strcmp(sb.id, id) == 0 &&
-		    !bsearch(id, k->ready, k->nready, sizeof(*k->ready), id_cmp) &&
-		    !dsec_sandbox_pending(&paths, id))
+		    !dsec_pool_readyset_find(&k->ready, id) && !dsec_sandbox_pending(&paths, id))
 			idle = dsec_sandbox_idle(&sb, now, &idle_us) == 1 && idle_us >= k->idle_us;
 		dsec_sandbox_free(&sb);
 		if (!expired && !idle)
@@ -487,17 +447,11 @@ int main(int argc, char **argv)
 	if (all || expired || pick.idle) {
 		dsec_progress_start(&prog, !isatty(STDOUT_FILENO));
 		pick.expired = expired;
-		if (pick.idle) {
-			if (dsec_pool_foreach(&paths, ready_fn, &pick, &err) < 0)
-				dsec_fatal(&err);
-			if (pick.ready_failed)
-				dsec_fatal(&pick.err);
-			if (pick.nready)
-				qsort(pick.ready, pick.nready, sizeof(*pick.ready), id_cmp);
-		}
+		if (pick.idle && dsec_pool_readyset(&paths, &pick.ready, &err) < 0)
+			dsec_fatal(&err);
 		if (dsec_sandbox_foreach(&paths, reap_all_fn, &pick, &err) < 0)
 			dsec_fatal(&err);
-		free(pick.ready);
+		dsec_pool_readyset_free(&pick.ready);
 		reap_drain();
 		dsec_progress_end(&prog);
 		/* --all took the warm pools' sandboxes too: remove the pools */

@@ -480,6 +480,84 @@ int dsec_pool_foreach(const struct dsec_paths *p, dsec_pool_fn fn, void *ctx, st
 	return 0;
 }
 
+struct readyset_ctx {
+	struct dsec_pool_readyset *rs;
+	size_t cap;
+	int failed;
+	struct dsec_err *err;
+};
+
+static int readyset_one(const struct dsec_pool *pool, void *ctx)
+{
+	struct readyset_ctx *c = ctx;
+	struct dsec_pool_entry *e;
+	size_t n;
+
+	if (dsec_pool_ready(pool, &e, &n, 0, c->err) < 0) {
+		c->failed = 1;
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct dsec_pool_readyset *rs = c->rs;
+
+		if (rs->n == c->cap) {
+			size_t cap = c->cap ? 2 * c->cap : 256;
+			void *m = realloc(rs->e, cap * sizeof(*rs->e));
+
+			if (!m) {
+				free(e);
+				c->failed = 1;
+				dsec_err_set(c->err, ENOMEM, "%s: list ready sandboxes", pool->key);
+				return -1;
+			}
+			rs->e = m;
+			c->cap = cap;
+		}
+		snprintf(rs->e[rs->n].id, sizeof(rs->e[rs->n].id), "%s", e[i].id);
+		snprintf(rs->e[rs->n].pool, sizeof(rs->e[rs->n].pool), "%s", pool->key);
+		rs->n++;
+	}
+	free(e);
+	return 0;
+}
+
+static int ready_id_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dsec_pool_ready_id *)a)->id,
+		      ((const struct dsec_pool_ready_id *)b)->id);
+}
+
+int dsec_pool_readyset(const struct dsec_paths *p, struct dsec_pool_readyset *rs,
+		       struct dsec_err *err)
+{
+	struct readyset_ctx c = {.rs = rs, .err = err};
+
+	memset(rs, 0, sizeof(*rs));
+	if (dsec_pool_foreach(p, readyset_one, &c, err) < 0 || c.failed)
+		return -1;
+	if (rs->n)
+		qsort(rs->e, rs->n, sizeof(*rs->e), ready_id_cmp);
+	return 0;
+}
+
+const char *dsec_pool_readyset_find(const struct dsec_pool_readyset *rs, const char *id)
+{
+	struct dsec_pool_ready_id key;
+	const struct dsec_pool_ready_id *f;
+
+	if (!rs->n)
+		return NULL;
+	snprintf(key.id, sizeof(key.id), "%s", id);
+	f = bsearch(&key, rs->e, rs->n, sizeof(*rs->e), ready_id_cmp);
+	return f ? f->pool : NULL;
+}
+
+void dsec_pool_readyset_free(struct dsec_pool_readyset *rs)
+{
+	free(rs->e);
+	memset(rs, 0, sizeof(*rs));
+}
+
 struct cleanup_ctx {
 	const struct dsec_paths *p;
 	int failed;

@@ -95,6 +95,24 @@ struct dsec_pool_entry {
 int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, size_t *n,
 		    int times, struct dsec_err *err);
 
+/* Every ready sandbox of the run dir's pools, sorted by id, with its pool's key: what is the
+ * pools' and not handed out (dsec-reap --idle leaves them, dsec-ps names their pool). A
+ * snapshot: a claim may take one at any time. */
+struct dsec_pool_readyset {
+	struct dsec_pool_ready_id {
+		char id[DSEC_ID_MAX];
+		char pool[DSEC_POOL_KEY_MAX];
+	} *e;
+	size_t n;
+};
+/* Fill rs (zeroed first). 0 or -1 (a ready dir could not be read); free with
+ * dsec_pool_readyset_free either way. */
+int dsec_pool_readyset(const struct dsec_paths *p, struct dsec_pool_readyset *rs,
+		       struct dsec_err *err);
+/* The key of the pool id is ready in, or NULL. */
+const char *dsec_pool_readyset_find(const struct dsec_pool_readyset *rs, const char *id);
+void dsec_pool_readyset_free(struct dsec_pool_readyset *rs);
+
 /* The claim step on plain files: rename readyfd/<id> to run/sandboxes/<id>/claimed without
  * replacing, then mark the sandbox pending (chmod of its state file). Returns 1 when this
  * caller won the entry, 0 when it is gone (claimed by another, or its sandbox is gone: the

@@ -292,7 +292,7 @@ cg_read() {
 	[ "$status" -eq 2 ]
 }
 
-@test "ps: --pools lists each pool with its ready count; a claimed sandbox shows warm" {
+@test "ps: --pools lists each pool with its ready count; a ready sandbox names its pool, a claimed one shows warm" {
 	dsec-warm --image busybox --count 2 >/dev/null
 	dsec-warm --image busybox --count 1 --memory 256M >/dev/null
 	run dsec-ps --pools
@@ -308,4 +308,13 @@ cg_read() {
 	run dsec-ps "$id"
 	json_is "$(records)" .warm true
 	json_is "$(records)" .state running
+	json_has "$(records)" '.pool == null'
+	# the ones still ready name their pool, in a listing and by id
+	key=$(dsec-ps --pools | jq -r 'select(.limits.memory == 1073741824) | .pool')
+	run dsec-ps
+	[ "$(records | jq -r --arg k "$key" 'select(.pool == $k) | .id' | sort | tr '\n' ' ')" = "$(ls "$DSEC_RUN/pools/$key/ready" | sort | tr '\n' ' ')" ]
+	[ "$(records | jq -c 'select(.pool != null)' | wc -l)" -eq 2 ]
+	run dsec-ps "$(ls "$DSEC_RUN/pools/$key/ready" | head -n 1)"
+	json_is "$(records)" .pool "$key"
+	json_is "$(records)" .warm false
 }
