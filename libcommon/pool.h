@@ -98,11 +98,12 @@ int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, 
 /* Every ready sandbox of the run dir's pools, sorted by id, with its pool's key: what is the
  * pools' and not handed out (dsec-reap --idle leaves them, dsec-ps names their pool). A
  * snapshot: a claim may take one at any time. */
+struct dsec_pool_ready_id {
+	char id[DSEC_ID_MAX];
+	char pool[DSEC_POOL_KEY_MAX];
+};
 struct dsec_pool_readyset {
-	struct dsec_pool_ready_id {
-		char id[DSEC_ID_MAX];
-		char pool[DSEC_POOL_KEY_MAX];
-	} *e;
+	struct dsec_pool_ready_id *e;
 	size_t n;
 };
 /* Fill rs (zeroed first). 0 or -1 (a ready dir could not be read); free with
