@@ -88,6 +88,44 @@ int main(void)
 	free(e);
 	ok(dsec_pool_record(&a) != NULL, "record");
 
+	/* every pool's ready sandboxes at once, sorted, each with its pool */
+	{
+		struct dsec_pool_readyset rs;
+		int sorted = 1;
+
+		dsec_pool_init(&c, &p, "py2", &l, DSEC_NET_NONE);
+		ok(dsec_pool_save(&c, &err) == 0, "save a second pool");
+		for (int i = NIDS; i < NIDS + 3; i++) {
+			id_of(i, id);
+			snprintf(path, sizeof(path), "%s/ready/%s", c.dir, id);
+			close(open(path, O_WRONLY | O_CREAT, 0600));
+		}
+		ok(dsec_pool_readyset(&p, &rs, &err) == 0 && rs.n == NIDS + 3,
+		   "ready set of both pools: %zu", rs.n);
+		for (size_t i = 1; i < rs.n; i++)
+			sorted &= strcmp(rs.e[i - 1].id, rs.e[i].id) < 0;
+		ok(sorted, "sorted by id");
+		id_of(7, id);
+		ok(dsec_pool_readyset_find(&rs, id) &&
+		       !strcmp(dsec_pool_readyset_find(&rs, id), a.key),
+		   "found in the first pool");
+		id_of(NIDS + 1, id);
+		ok(dsec_pool_readyset_find(&rs, id) &&
+		       !strcmp(dsec_pool_readyset_find(&rs, id), c.key),
+		   "found in the second pool");
+		ok(dsec_pool_readyset_find(&rs, "sb-ffffffffffff") == NULL, "an id not ready");
+		dsec_pool_readyset_free(&rs);
+		ok(rs.n == 0 && rs.e == NULL, "freed");
+		for (int i = NIDS; i < NIDS + 3; i++) {
+			id_of(i, id);
+			snprintf(path, sizeof(path), "%s/ready/%s", c.dir, id);
+			unlink(path);
+		}
+		ok(dsec_pool_readyset(&p, &rs, &err) == 0 && rs.n == NIDS,
+		   "the second pool emptied");
+		dsec_pool_readyset_free(&rs);
+	}
+
 	/* the claim step: 8 processes each try every entry; each must be won exactly once */
 	snprintf(path, sizeof(path), "%s/ready", a.dir);
 	readyfd = open(path, O_RDONLY | O_DIRECTORY);
