@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandbox.h"
@@ -95,6 +96,28 @@ int main(void)
 		fclose(f);
 		ok(dsec_sandbox_load(&p, id, &back, &err) < 0 && err.errnum == EINVAL,
 		   "corrupt state: EINVAL");
+	}
+	/* the last activity: the later of creation (or claim) and the last touch of the dir */
+	{
+		uint64_t now = dsec_wall_us(), idle;
+
+		sb.created_us = now + 3600ULL * 1000000;
+		ok(dsec_sandbox_last_active(&sb) == sb.created_us, "created after the dir's mtime");
+		sb.created_us = now - 3600ULL * 1000000;
+		dsec_sandbox_touch(sb.dir);
+		ok(dsec_sandbox_last_active(&sb) + 1000000 > now &&
+		       dsec_sandbox_last_active(&sb) < dsec_wall_us() + 1000,
+		   "touched: now");
+		ok(dsec_sandbox_pending(&p, sb.id) == 0, "a handed-out state is not pending");
+		{
+			char path[PATH_MAX];
+
+			snprintf(path, sizeof(path), "%s/sandbox.json", sb.dir);
+			chmod(path, 0400);
+			ok(dsec_sandbox_pending(&p, sb.id) == 1, "mode 0400: pending");
+		}
+		sb.holder_pid = 0; /* no holder: never idle */
+		ok(dsec_sandbox_idle(&sb, now, &idle) == 0, "a dead sandbox is not idle");
 	}
 	dsec_sandbox_free(&sb);
 	dsec_rmtree(dir, &err);
