@@ -415,8 +415,6 @@ int dsec_sandbox_alive(const struct dsec_sandbox *sb)
 	return holder_running(sb);
 }
 
-static int state_pending(const struct dsec_paths *p, const char *id);
-
 void dsec_sandbox_touch(const char *dir)
 {
 	utimensat(AT_FDCWD, dir, NULL, 0);
@@ -446,11 +444,6 @@ int dsec_sandbox_idle(const struct dsec_sandbox *sb, uint64_t now_us, uint64_t *
 		return 0;
 	*idle_us = now_us > last ? now_us - last : 0;
 	return 1;
-}
-
-int dsec_sandbox_pending(const struct dsec_paths *p, const char *id)
-{
-	return state_pending(p, id);
 }
 
 int dsec_sandbox_nsflags(const struct dsec_sandbox *sb)
@@ -884,6 +877,11 @@ static int state_pending(const struct dsec_paths *p, const char *id)
 
 	snprintf(file, sizeof(file), "%s/sandboxes/%s/" STATE_FILE, p->run, id);
 	return lstat(file, &st) == 0 && (st.st_mode & 07777) == STATE_PENDING_MODE;
+}
+
+int dsec_sandbox_pending(const struct dsec_paths *p, const char *id)
+{
+	return state_pending(p, id);
 }
 
 int dsec_sandbox_kill(const struct dsec_sandbox *sb)

@@ -194,7 +194,6 @@ static void utoa(unsigned long long v, char *buf)
 	buf[n] = '\0';
 }
 
-/* Read a small file whole into buf (NUL-terminated). Length or -1. */
 /* Read path whole into buf, NUL-terminated. Its length; -errno when it cannot be opened, -1
  * for any other failure. */
 static long read_file(const char *path, char *buf, unsigned long cap)
