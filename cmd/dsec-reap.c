@@ -226,6 +226,7 @@ static void reap_id(const char *id, json_t *rec)
 {
 	struct dsec_sandbox sb, old = {0};
 	struct dsec_err err = {0};
+	int warm = 0;
 
 	uint64_t t0 = dsec_now_us();
 	int rc = dsec_sandbox_load(&paths, id, &sb, &err);
@@ -239,7 +240,7 @@ static void reap_id(const char *id, json_t *rec)
 	if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME))
 		rc = dsec_cgroup_freeze(&sb, action == ACT_PAUSE, &err);
 	else if (rc == 0 && action == ACT_RESET)
-		rc = dsec_sandbox_reset(&paths, &sb, &old, &err);
+		rc = warm = dsec_sandbox_reset(&paths, &sb, &old, &err);
 	if (rc < 0) {
 		dsec_err_print(&err);
 		failed = 1;
@@ -251,14 +252,14 @@ static void reap_id(const char *id, json_t *rec)
 		json_object_set_new(rec, "reset", json_true());
 		json_object_set_new(rec, "reset_us",
 				    json_integer((json_int_t)(dsec_now_us() - t0)));
-		json_object_set_new(rec, "reset_warm", json_boolean(old.id[0] != '\0'));
+		json_object_set_new(rec, "reset_warm", json_boolean(warm == 1));
 		json_object_set_new(rec, "pid", json_integer(sb.holder_pid));
 	} else {
 		json_object_set_new(rec, "paused", json_boolean(action == ACT_PAUSE));
 	}
 	dsec_sandbox_free(&sb);
 	emit(rec);
-	/* a reset from a warm pool: the replaced sandbox goes once the record is out */
+	/* a reset: the replaced sandbox goes once the record is out */
 	if (old.id[0]) {
 		if (dsec_sandbox_destroy(&paths, &old, &err) < 0) {
 			dsec_err_print(&err);

@@ -955,6 +955,43 @@ static int set_hostname(int pidfd, const char *name, struct dsec_err *err)
 	return rc;
 }
 
+/* Put w, a sandbox made or claimed for the reset (pending, under its own id and state dir), in
+ * sb's place: w's state takes sb's id and host name, sb is marked pending, and one
+ * renameat2(RENAME_EXCHANGE) swaps the two state dirs. Then *old is the replaced sandbox, out of
+ * the id's way (its state under w's former dir; --orphans removes it should the caller die),
+ * and sb is w. 0, or -1 with w destroyed and sb as it was. */
+static int reset_swap_in(const struct dsec_paths *p, struct dsec_sandbox *sb,
+			 struct dsec_sandbox *w, struct dsec_sandbox *old, struct dsec_err *err)
+{
+	char wdir[PATH_MAX], file[PATH_MAX + 32];
+
+	snprintf(wdir, sizeof(wdir), "%s", w->dir);
+	snprintf(w->id, sizeof(w->id), "%s", sb->id);
+	snprintf(w->hostname, sizeof(w->hostname), "%s", sb->hostname);
+	if (dsec_sandbox_save(p, w, err) < 0)
+		goto fail;
+	snprintf(file, sizeof(file), "%s/" STATE_FILE, sb->dir);
+	if (chmod(file, STATE_PENDING_MODE) < 0) {
+		dsec_err_sys(err, "%s: mark for removal", sb->id);
+		goto fail;
+	}
+	/* one atomic step: the id's dir now holds the new sandbox, the other dir the old */
+	if (syscall(SYS_renameat2, AT_FDCWD, wdir, AT_FDCWD, sb->dir, RENAME_EXCHANGE) < 0) {
+		dsec_err_sys(err, "%s: swap state dirs", sb->id);
+		chmod(file, STATE_MODE);
+		goto fail;
+	}
+	snprintf(w->dir, sizeof(w->dir), "%s", sb->dir);
+	*old = *sb;
+	snprintf(old->dir, sizeof(old->dir), "%s", wdir);
+	*sb = *w;
+	return 0;
+fail:
+	dsec_sandbox_destroy(p, w, NULL);
+	dsec_sandbox_free(w);
+	return -1;
+}
+
 /* Reset by swap: claim a ready sandbox of the same profile from a warm pool, give it sb's id
  * (state, host name, admission), and move sb out of the way for the caller to destroy. 1 when
  * swapped (*old is the replaced sandbox, sb the new one), 0 when no pool had one, -1. */
@@ -963,7 +1000,6 @@ static int reset_swap(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 {
 	struct dsec_claimer c = {.paths = p};
 	struct dsec_sandbox w = *sb;
-	char wdir[PATH_MAX], file[PATH_MAX + 32];
 	int64_t a[DSEC_R_N];
 	int r, fd;
 
@@ -990,51 +1026,23 @@ static int reset_swap(const struct dsec_paths *p, struct dsec_sandbox *sb, struc
 	if ((a[DSEC_R_CPU] || a[DSEC_R_MEMORY] || a[DSEC_R_PIDS] || a[DSEC_R_DISK]) &&
 	    dsec_admit(p, w.id, w.holder_pid, w.holder_start, a, err) < 0)
 		goto fail;
-	snprintf(wdir, sizeof(wdir), "%s", w.dir);
-	snprintf(w.id, sizeof(w.id), "%s", sb->id);
-	snprintf(w.hostname, sizeof(w.hostname), "%s", sb->hostname);
-	if (dsec_sandbox_save(p, &w, err) < 0)
-		goto fail;
-	/* the old sandbox is pending from here on: should we die, --orphans removes it */
-	snprintf(file, sizeof(file), "%s/" STATE_FILE, sb->dir);
-	if (chmod(file, STATE_PENDING_MODE) < 0) {
-		dsec_err_sys(err, "%s: mark for removal", sb->id);
-		goto fail;
-	}
-	/* one atomic step: the id's dir now holds the new sandbox, the pool sandbox's dir the old */
-	if (syscall(SYS_renameat2, AT_FDCWD, wdir, AT_FDCWD, sb->dir, RENAME_EXCHANGE) < 0) {
-		dsec_err_sys(err, "%s: swap state dirs", sb->id);
-		chmod(file, STATE_MODE);
-		goto fail;
-	}
-	snprintf(w.dir, sizeof(w.dir), "%s", sb->dir);
-	*old = *sb;
-	snprintf(old->dir, sizeof(old->dir), "%s", wdir);
-	*sb = w;
-	return 1;
+	return reset_swap_in(p, sb, &w, old, err) < 0 ? -1 : 1;
 fail:
 	dsec_sandbox_destroy(p, &w, NULL);
 	dsec_sandbox_free(&w);
 	return -1;
 }
 
-int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
+/* Reset without a pool: make the sandbox again, under a new id of its own, with sb's image
+ * (looked up by name again: a re-composed image gives its new layers), profile and host name,
+ * and swap it in. The id's admission entries stay, kept alive by the new holder its state
+ * names; the new one asked for none. 0 or -1 (sb as it was). */
+static int reset_fresh(const struct dsec_paths *p, struct dsec_sandbox *sb,
 		       struct dsec_sandbox *old, struct dsec_err *err)
 {
 	struct dsec_sandbox n;
-	int r;
 
-	memset(old, 0, sizeof(*old));
-	/* its veth, address and allow-list are made by dsec-spawn after create (net.h), from a
-	 * policy the state does not keep */
-	if (sb->net == DSEC_NET_NAT)
-		return dsec_err_set(err, ENOTSUP,
-				    "%s: reset of a --net nat sandbox is not supported", sb->id);
-	r = reset_swap(p, sb, old, err);
-	if (r != 0)
-		return r < 0 ? -1 : dsec_sandbox_commit(sb, err);
 	memset(&n, 0, sizeof(n));
-	snprintf(n.id, sizeof(n.id), "%s", sb->id);
 	snprintf(n.image, sizeof(n.image), "%s", sb->image);
 	snprintf(n.hostname, sizeof(n.hostname), "%s", sb->hostname);
 	n.limits = sb->limits;
@@ -1043,21 +1051,34 @@ int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
 	snprintf(n.io_dev, sizeof(n.io_dev), "%s", sb->io_dev);
 	n.ttl_us = sb->ttl_us;
 	n.net = sb->net;
-	n.env = sb->env;
-	n.labels = sb->labels;
-	sb->env = sb->labels = NULL;
+	n.env = json_incref(sb->env);
+	n.labels = json_incref(sb->labels);
 	snprintf(n.workdir, sizeof(n.workdir), "%s", sb->workdir);
 	snprintf(n.user, sizeof(n.user), "%s", sb->user);
-	/* admission: the id's ledger entries stay, kept alive by the new holder its state names */
-	if (dsec_sandbox_destroy(p, sb, err) < 0 || dsec_sandbox_create(p, &n, err) < 0 ||
-	    dsec_sandbox_commit(&n, err) < 0) {
-		json_decref(n.env);
-		json_decref(n.labels);
-		return -1;
+	if (dsec_sandbox_create(p, &n, err) < 0) {
+		dsec_sandbox_free(&n);
+		return dsec_err_wrap(err, "%s: reset", sb->id);
 	}
-	dsec_sandbox_free(sb);
-	*sb = n;
-	return 0;
+	return reset_swap_in(p, sb, &n, old, err);
+}
+
+int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
+		       struct dsec_sandbox *old, struct dsec_err *err)
+{
+	int warm;
+
+	memset(old, 0, sizeof(*old));
+	/* its veth, address and allow-list are made by dsec-spawn after create (net.h), from a
+	 * policy the state does not keep */
+	if (sb->net == DSEC_NET_NAT)
+		return dsec_err_set(err, ENOTSUP,
+				    "%s: reset of a --net nat sandbox is not supported", sb->id);
+	warm = reset_swap(p, sb, old, err);
+	if (warm == 0 && reset_fresh(p, sb, old, err) < 0)
+		return -1;
+	if (warm < 0 || dsec_sandbox_commit(sb, err) < 0)
+		return -1;
+	return warm;
 }
 
 int dsec_sandbox_foreach(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,

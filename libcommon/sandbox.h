@@ -242,13 +242,13 @@ int dsec_sandbox_destroy_rest(const struct dsec_paths *p, struct dsec_sandbox *s
  * class, TTL (counted anew), host name, network mode, env and labels. Not for --net nat
  * sandboxes (ENOTSUP). The caller holds the run lock shared, as for create.
  *
- * When a warm pool (pool.h) has a ready sandbox of the same profile, that one is claimed and
- * takes sb's id, state dir and host name in one renameat2(RENAME_EXCHANGE) of the two state
- * dirs; *old then receives the replaced sandbox, already out of the id's way and marked
- * pending (--orphans removes it should the caller die): the caller destroys it with
- * dsec_sandbox_destroy once it has reported, and frees it. Otherwise sb is destroyed and
- * created again (old->id is ""). On success sb describes the new sandbox, handed out. 0 or -1
- * (the sandbox may then be gone). */
+ * A new sandbox takes sb's place: a ready one of the same profile claimed from a warm pool
+ * (pool.h) when there is one, else one made now with sb's image (looked up by name again) and
+ * profile. It takes sb's id, state dir and host name in one renameat2(RENAME_EXCHANGE) of the
+ * two state dirs; *old then receives the replaced sandbox, already out of the id's way and
+ * marked pending (--orphans removes it should the caller die): the caller destroys it with
+ * dsec_sandbox_destroy once it has reported, and frees it. On success sb describes the new
+ * sandbox, handed out. 1 (from a pool), 0 (made now), or -1 with sb as it was. */
 int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
 		       struct dsec_sandbox *old, struct dsec_err *err);
 

@@ -78,6 +78,7 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 	run dsec-reap --reset "$ID"
 	[ "$status" -eq 0 ]
 	json_is "$output" .reset true
+	json_is "$output" .reset_warm false
 	json_has "$output" '.reset_us > 0'
 	[ ! -e "/proc/$old" ] || [ "$(sb_pid "$ID")" != "$old" ]
 	run dsec-exec "$ID" sh -c 'ls /etc/written 2>&1; ls /bin/vi; hostname; ps -o comm | grep -c sleep'
@@ -88,6 +89,33 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 	json_is "$(sb_json "$ID")" .class be
 	json_is "$(sb_json "$ID")" .requests.cpus 0.1
 	[ "$(dsec-ps | jq -s length)" = 1 ]
+	# made anew under an id of its own and swapped in: the replaced one is gone when dsec-reap
+	# returns (a zombie of this host's init for a moment at most), its cgroups with it, and
+	# --orphans leaves the new one, whose cgroups may carry another name, alone
+	gone "$old"
+	[ "$(ls "$DSEC_RUN/sandboxes")" = "$ID" ]
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	[ -z "$output" ] || { echo "orphans: $output"; return 1; }
+	run dsec-exec "$ID" hostname
+	[ "$output" = box ]
+}
+
+@test "reset: when the sandbox cannot be made again, it is left as it was" {
+	make_busybox_image gone-soon
+	ID=$(dsec-spawn --image gone-soon | jq -r .id)
+	dsec-exec "$ID" sh -c 'echo kept >/etc/written'
+	pid=$(sb_pid "$ID")
+	dsec-layer rm gone-soon >/dev/null
+	run dsec-reap --reset "$ID"
+	[ "$status" -eq 1 ]
+	json_has "$(records)" '.error.msg | test("gone-soon")'
+	[ "$(sb_pid "$ID")" = "$pid" ]
+	[ "$(dsec-exec "$ID" cat /etc/written)" = kept ]
+	[ "$(ls "$DSEC_RUN/sandboxes")" = "$ID" ]
+	run dsec-reap --orphans
+	[ -z "$output" ]
+	[ "$(dsec-exec "$ID" cat /etc/written)" = kept ]
 }
 
 @test "reset from a warm pool: a ready sandbox takes the id; orphans, admission and cleanup agree" {
