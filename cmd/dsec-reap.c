@@ -150,17 +150,19 @@ static void reap_finish(size_t i)
 	if (dsec_sandbox_destroy_rest(&paths, &f->sb, &err) < 0) {
 		dsec_err_print(&err);
 		failed = 1;
-		f->rec = dsec_jsonl_set_error(f->rec, &err, "dsec-reap");
-	} else {
+		if (f->rec)
+			f->rec = dsec_jsonl_set_error(f->rec, &err, "dsec-reap");
+	} else if (f->rec) {
 		json_object_set_new(f->rec, "reaped", json_true());
 	}
 	dsec_sandbox_free(&f->sb);
-	if (f->slot >= 0)
+	if (f->rec && f->slot >= 0)
 		emit_at(f->slot, f->rec);
-	else
+	else if (f->rec)
 		dsec_jsonl_put(f->rec, &out_gone);
+	if (f->rec)
+		dsec_progress(&prog, "%ld sandboxes reaped ", ++nreaped);
 	fly[i] = fly[--nfly];
-	dsec_progress(&prog, "%ld sandboxes reaped ", ++nreaped);
 }
 
 /* Wait for sandboxes in flight to go and finish those gone: with block, until at least one
@@ -184,7 +186,8 @@ static void reap_wait(int block, int fd)
 			reap_finish(i);
 }
 
-/* Start reaping sb (consumed) for record rec (consumed). */
+/* Start reaping sb (consumed) for record rec (consumed; NULL: no record of its own, as for the
+ * sandbox a reset replaced, whose errors are only told). */
 static void reap_start(struct dsec_sandbox *sb, json_t *rec)
 {
 	if (!fly && !(fly = calloc(FLY_MAX, sizeof(*fly)))) {
@@ -193,18 +196,20 @@ static void reap_start(struct dsec_sandbox *sb, json_t *rec)
 		if (dsec_sandbox_destroy(&paths, sb, &err) < 0) {
 			dsec_err_print(&err);
 			failed = 1;
-			rec = dsec_jsonl_set_error(rec, &err, "dsec-reap");
-		} else {
+			if (rec)
+				rec = dsec_jsonl_set_error(rec, &err, "dsec-reap");
+		} else if (rec) {
 			json_object_set_new(rec, "reaped", json_true());
 		}
 		dsec_sandbox_free(sb);
-		emit(rec);
+		if (rec)
+			emit(rec);
 		return;
 	}
 	while (nfly == FLY_MAX)
 		reap_wait(1, -1);
 	fly[nfly] = (struct fly){
-	    .sb = *sb, .rec = rec, .fd = dsec_sandbox_kill(sb), .slot = outq_reserve()};
+	    .sb = *sb, .rec = rec, .fd = dsec_sandbox_kill(sb), .slot = rec ? outq_reserve() : -1};
 	if (fly[nfly++].fd < 0)
 		reap_finish(nfly - 1);
 	else
@@ -259,14 +264,9 @@ static void reap_id(const char *id, json_t *rec)
 	}
 	dsec_sandbox_free(&sb);
 	emit(rec);
-	/* a reset: the replaced sandbox goes once the record is out */
-	if (old.id[0]) {
-		if (dsec_sandbox_destroy(&paths, &old, &err) < 0) {
-			dsec_err_print(&err);
-			failed = 1;
-		}
-		dsec_sandbox_free(&old);
-	}
+	/* a reset: the replaced sandbox goes once the record is out, with the reaps in flight */
+	if (old.id[0])
+		reap_start(&old, NULL);
 }
 
 /* Which sandboxes --all, --expired and --idle take. */
