@@ -83,3 +83,16 @@ tools() { # the user-facing tools: one per cmd/dsec-*.c (helpers like dsec-holde
 		[ "$status" -ne 0 ] || { echo "$t --help >/dev/full exited 0"; return 1; }
 	done
 }
+
+@test "only dsec-layer loads libarchive: the tools a script runs per sandbox start without it" {
+	# libarchive brings libxml2, ICU and libstdc++, some 3 ms at every start here; dsec-spawn
+	# --from runs dsec-layer commit instead, dsec-exec cp loads it when it copies
+	command -v ldd >/dev/null || skip "no ldd"
+	for t in dsec-spawn dsec-reap dsec-warm dsec-ps libexec/dsec-exec; do
+		run ldd "$TOP/build/$t"
+		[ "$status" -eq 0 ]
+		[[ "$output" != *libarchive* ]] || { echo "$t links libarchive"; return 1; }
+	done
+	run ldd "$TOP/build/dsec-layer"
+	[[ "$output" == *libarchive* ]]
+}
