@@ -630,8 +630,15 @@ extern char **environ;
 static void commit_from(const struct dsec_paths *p, const char *id)
 {
 	char exe[PATH_MAX], tool[PATH_MAX + 16], *slash;
-	char *argv[] = {(char *)"dsec-layer", (char *)"--root", (char *)p->root, (char *)"--run",
-			(char *)p->run, (char *)"commit", (char *)id, NULL, NULL};
+	char *argv[] = {(char *)"dsec-layer",
+			(char *)"--root",
+			(char *)p->root,
+			(char *)"--run",
+			(char *)p->run,
+			(char *)"commit",
+			(char *)id,
+			NULL,
+			NULL};
 	posix_spawn_file_actions_t fa;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	pid_t pid;
