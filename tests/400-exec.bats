@@ -81,8 +81,21 @@ sb_cgroup() {
 	[ "$(waiter dsec-exec "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
 	[ "$(waiter dsec-exec --run "$DSEC_RUN" "$ID" sleep 5)" = "$TOP/build/dsec-exec" ]
 	[ "$(waiter env DSEC_EXEC_FAST=0 dsec-exec "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
-	[ "$(waiter dsec-exec -w /tmp "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	[ "$(waiter dsec-exec -w /tmp -e A=1 "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
+	[ "$(waiter dsec-exec --workdir=/tmp --env=A=1 "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
 	[ "$(waiter dsec-exec --timeout 9 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	[ "$(waiter dsec-exec -u 0 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	# -w and -e: the same directory, environment and failures from both
+	local o
+	for o in "-w /etc" "--workdir=etc" "-w /no/such" "-e A=1 -e B=2 -e A=3" "--env=HOSTNAME=h" \
+		"-e =x" "-e NOT_IN_HOST" "-w /etc -e A=1"; do
+		# shellcheck disable=SC2086
+		a=$(dsec-exec $o "$ID" sh -c 'pwd; env | sort' </dev/null 2>&1; echo "status $?")
+		# shellcheck disable=SC2086
+		b=$(DSEC_EXEC_FAST=0 dsec-exec $o "$ID" sh -c 'pwd; env | sort' </dev/null 2>&1; echo "status $?")
+		[ "$a" = "$b" ] || { echo "$o: front '$a', full '$b'"; return 1; }
+	done
+	[[ "$(dsec-exec -w /no/such "$ID" true 2>&1; echo "status $?")" == *"status 126" ]]
 	# a sandbox's working dir is the front's too (missing: "/"); a default user is not
 	local W U
 	W=$(dsec-spawn --image busybox --workdir /etc | jq -r .id)

@@ -1,6 +1,7 @@
-/* dsec-exec's front: the common case, `dsec-exec [--run DIR] ID [--] CMD...` in the foreground,
- * done without libc; everything else handed to the full dsec-exec (libexec/dsec-exec next to
- * this binary in the build tree, ../libexec/dsec/dsec-exec installed) by execve, untouched.
+/* dsec-exec's front: the common case, `dsec-exec [--run DIR] [-w DIR] [-e K=V]... ID [--]
+ * CMD...` in the foreground, done without libc; everything else handed to the full dsec-exec
+ * (libexec/dsec-exec next to this binary in the build tree, ../libexec/dsec/dsec-exec
+ * installed) by execve, untouched.
  *
  * Why: on a virtual machine that traps CPUID, the start of a glibc program costs some 0.6 ms
  * (its cache-size probe runs the instruction about 80 times), about the half of one exec into a
@@ -535,7 +536,14 @@ static const char *getenv_(const char *name)
 
 /* The command's environment: PATH, HOME, HOSTNAME, then the sandbox's own (a later one of a
  * name replaces an earlier one), as dsec_env_init builds it. */
-static char *envp_buf[MAX_ENV + 8];
+#define MAX_OPT_ENV 64
+static char *envp_buf[MAX_ENV + MAX_OPT_ENV + 8];
+/* -e/--env K=V given to us, applied after the sandbox's own (as dsec_env_put does) */
+static char *opt_env[MAX_OPT_ENV];
+static int n_opt_env;
+/* -w/--workdir DIR given to us: it must exist (the full one reports why not), where the
+ * sandbox's default working dir falls back to "/" */
+static const char *opt_cwd;
 static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 static char env_home[] = "HOME=/root";
 static char env_host[128];
@@ -546,8 +554,9 @@ static int env_put(int n, char *kv)
 
 	while (kv[k] && kv[k] != '=')
 		k++;
-	if (!kv[k] || !k)
-		return -1; /* "K" alone takes the host's value: the full one does that */
+	/* "K" alone takes the host's value, and a name too long is refused: the full one's */
+	if (!kv[k] || !k || k >= 256)
+		return -1;
 	for (int i = 0; i < n; i++) {
 		unsigned long j = 0;
 
@@ -577,6 +586,8 @@ static int build_env(void)
 	}
 	for (int i = 0; i < st.nenv && n >= 0; i++)
 		n = env_put(n, st.env[i]);
+	for (int i = 0; i < n_opt_env && n >= 0; i++)
+		n = env_put(n, opt_env[i]);
 	if (n < 0)
 		return -1;
 	envp_buf[n] = 0;
@@ -807,14 +818,16 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 		goto fail;
 	if (S1(__NR_chdir, "/") < 0)
 		goto fail;
-	/* the sandbox's working dir, resolved inside its root as the full one does; "/" while it
-	 * is missing */
-	if (st.workdir) {
+	/* the working dir asked for, else the sandbox's, resolved inside its root as the full one
+	 * does (exec.c: enter_cwd); the sandbox's is "/" while it is missing, one asked for must
+	 * be there (else the full one says why not) */
+	if (opt_cwd || st.workdir) {
 		struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 				       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-		long wfd = S4(__NR_openat2, AT_FDCWD_, st.workdir, &how, sizeof(how));
+		long wfd =
+		    S4(__NR_openat2, AT_FDCWD_, opt_cwd ? opt_cwd : st.workdir, &how, sizeof(how));
 
-		if (wfd < 0 && wfd != -ENOENT_)
+		if (wfd < 0 && (opt_cwd || wfd != -ENOENT_))
 			goto fail;
 		if (wfd >= 0) {
 			long r = S1(__NR_fchdir, wfd);
@@ -890,12 +903,23 @@ void front_main(long *sp)
 	fast = getenv_("DSEC_EXEC_FAST");
 	if (fast && seq(fast, "0"))
 		full();
-	/* [--run DIR | --run=DIR | --root ... | -q]... ID [--] CMD... */
+	/* [--run DIR | --root DIR | -q | -w DIR | -e K=V (and their --long[=] forms)]... ID [--]
+	 * CMD... */
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (seq(argv[i], "--run") && i + 1 < argc)
 			run = argv[++i];
 		else if (starts(argv[i], "--run="))
 			run = argv[i] + 6;
+		else if ((seq(argv[i], "-w") || seq(argv[i], "--workdir")) && i + 1 < argc &&
+			 argv[i + 1][0])
+			opt_cwd = argv[++i];
+		else if (starts(argv[i], "--workdir=") && argv[i][10])
+			opt_cwd = argv[i] + 10;
+		else if ((seq(argv[i], "-e") || seq(argv[i], "--env")) && i + 1 < argc &&
+			 n_opt_env < MAX_OPT_ENV)
+			opt_env[n_opt_env++] = argv[++i];
+		else if (starts(argv[i], "--env=") && n_opt_env < MAX_OPT_ENV)
+			opt_env[n_opt_env++] = argv[i] + 6;
 		else if (seq(argv[i], "--root") && i + 1 < argc)
 			i++;
 		else if (starts(argv[i], "--root=") || seq(argv[i], "-q") ||
