@@ -136,32 +136,36 @@ struct fly {
 	int fd;
 	long slot; /* its place in outq, -1: none */
 };
-static struct fly *fly;
+static struct fly fly[FLY_MAX];
 static size_t nfly;
 
-/* Finish reaping fly[i] (its processes are gone, or we gave up waiting) and emit its record. */
+/* Finish reaping fly[i] (its processes are gone, or we gave up waiting) and emit its record,
+ * if it has one. */
 static void reap_finish(size_t i)
 {
 	struct dsec_err err = {0};
 	struct fly *f = &fly[i];
+	int rc;
 
 	if (f->fd >= 0)
 		close(f->fd);
-	if (dsec_sandbox_destroy_rest(&paths, &f->sb, &err) < 0) {
+	rc = dsec_sandbox_destroy_rest(&paths, &f->sb, &err);
+	if (rc < 0) {
 		dsec_err_print(&err);
 		failed = 1;
-		if (f->rec)
-			f->rec = dsec_jsonl_set_error(f->rec, &err, "dsec-reap");
-	} else if (f->rec) {
-		json_object_set_new(f->rec, "reaped", json_true());
 	}
 	dsec_sandbox_free(&f->sb);
-	if (f->rec && f->slot >= 0)
-		emit_at(f->slot, f->rec);
-	else if (f->rec)
-		dsec_jsonl_put(f->rec, &out_gone);
-	if (f->rec)
+	if (f->rec) {
+		if (rc < 0)
+			f->rec = dsec_jsonl_set_error(f->rec, &err, "dsec-reap");
+		else
+			json_object_set_new(f->rec, "reaped", json_true());
+		if (f->slot >= 0)
+			emit_at(f->slot, f->rec);
+		else
+			dsec_jsonl_put(f->rec, &out_gone);
 		dsec_progress(&prog, "%ld sandboxes reaped ", ++nreaped);
+	}
 	fly[i] = fly[--nfly];
 }
 
@@ -190,22 +194,6 @@ static void reap_wait(int block, int fd)
  * sandbox a reset replaced, whose errors are only told). */
 static void reap_start(struct dsec_sandbox *sb, json_t *rec)
 {
-	if (!fly && !(fly = calloc(FLY_MAX, sizeof(*fly)))) {
-		struct dsec_err err = {0};
-
-		if (dsec_sandbox_destroy(&paths, sb, &err) < 0) {
-			dsec_err_print(&err);
-			failed = 1;
-			if (rec)
-				rec = dsec_jsonl_set_error(rec, &err, "dsec-reap");
-		} else if (rec) {
-			json_object_set_new(rec, "reaped", json_true());
-		}
-		dsec_sandbox_free(sb);
-		if (rec)
-			emit(rec);
-		return;
-	}
 	while (nfly == FLY_MAX)
 		reap_wait(1, -1);
 	fly[nfly] = (struct fly){
@@ -220,8 +208,6 @@ static void reap_drain(void)
 {
 	while (nfly)
 		reap_wait(1, -1);
-	free(fly);
-	fly = NULL;
 	free(outq.rec);
 	memset(&outq, 0, sizeof(outq));
 }

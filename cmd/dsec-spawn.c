@@ -629,7 +629,7 @@ extern char **environ;
  * said why. */
 static void commit_from(const struct dsec_paths *p, const char *id)
 {
-	char exe[PATH_MAX], tool[PATH_MAX + 16], *slash;
+	char exe[PATH_MAX], tool[PATH_MAX + 16];
 	char *argv[] = {(char *)"dsec-layer",
 			(char *)"--root",
 			(char *)p->root,
@@ -640,13 +640,12 @@ static void commit_from(const struct dsec_paths *p, const char *id)
 			NULL,
 			NULL};
 	posix_spawn_file_actions_t fa;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	struct dsec_err err;
 	pid_t pid;
 	int ws, r;
 
-	exe[n > 0 ? n : 0] = '\0';
-	if ((slash = strrchr(exe, '/')))
-		*slash = '\0';
+	if (dsec_self_dir(exe, sizeof(exe), &err) < 0)
+		dsec_fatal(&err);
 	snprintf(tool, sizeof(tool), "%s/dsec-layer", exe);
 	if (dsec_verbose < 0)
 		argv[7] = (char *)"-q";

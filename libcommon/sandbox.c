@@ -473,9 +473,8 @@ int dsec_run_lock(const struct dsec_paths *p, int exclusive, struct dsec_err *er
 static int holder_fd(struct dsec_err *err)
 {
 	static int fd = -1;
-	char exe[PATH_MAX], path[PATH_MAX + 64], *slash;
+	char exe[PATH_MAX], path[PATH_MAX + 64];
 	const char *env = getenv("DSEC_HOLDER");
-	ssize_t n;
 
 	if (fd >= 0)
 		return fd;
@@ -485,13 +484,8 @@ static int holder_fd(struct dsec_err *err)
 			return dsec_err_sys(err, "open holder '%s' ($DSEC_HOLDER)", env);
 		return fd;
 	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n < 0)
-		return dsec_err_sys(err, "readlink /proc/self/exe");
-	exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (slash)
-		*slash = '\0';
+	if (dsec_self_dir(exe, sizeof(exe), err) < 0)
+		return -1;
 	snprintf(path, sizeof(path), "%s/dsec-holder", exe);
 	fd = open(path, O_PATH | O_CLOEXEC);
 	if (fd >= 0)

@@ -467,6 +467,19 @@ void dsec_progress(struct dsec_progress *p, const char *fmt, ...)
 	va_end(ap);
 }
 
+int dsec_self_dir(char *buf, size_t n, struct dsec_err *err)
+{
+	ssize_t len = readlink("/proc/self/exe", buf, n - 1);
+	char *slash;
+
+	if (len < 0)
+		return dsec_err_sys(err, "readlink /proc/self/exe");
+	buf[len] = '\0';
+	if ((slash = strrchr(buf, '/')))
+		*slash = '\0';
+	return 0;
+}
+
 long *dsec_progress_counter(const struct dsec_progress *p)
 {
 	static long local, *shared;

@@ -90,6 +90,10 @@ pid_t dsec_progress_waitpid(struct dsec_progress *p, pid_t pid, int *ws, const l
 			    long long total, const char *what);
 uint64_t dsec_wall_us(void);
 
+/* The directory of this program's own binary (/proc/self/exe) into buf, for the tools and
+ * helpers installed next to it. 0, or -1 with err. */
+int dsec_self_dir(char *buf, size_t n, struct dsec_err *err);
+
 /* This node's name (hostname, or $DSEC_NODE). Static storage. */
 const char *dsec_node(void);
 

@@ -255,19 +255,20 @@ cg_read() {
 }
 
 @test "progress: dsec-warm, dsec-spawn -n and dsec-reap --all show a line on a terminal while their records go elsewhere" {
+	# shows LINE CMD: CMD, on a terminal with its records to $TESTDIR/out, succeeds and shows
+	# a progress line matching LINE
+	shows() {
+		run script -qec "$2 >$TESTDIR/out" /dev/null
+		[ "$status" -eq 0 ] || return 1
+		[[ "$output" == *$1* ]] || { echo "$output" | tail -c 300; return 1; }
+	}
 	# a line shows once a run has taken a second: 1,200 sandboxes each, one at a time
-	run script -qec "dsec-warm --image busybox --count 1200 -j 1 >$TESTDIR/w.jsonl" /dev/null
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"dsec-warm: "*" of 1200 sandboxes made"* ]] || { echo "$output" | tail -c 300; false; }
-	[ "$(wc -l <"$TESTDIR/w.jsonl")" -eq 1200 ]
-	run script -qec "dsec-spawn --image busybox --disk 512M -n 1200 -j 1 >$TESTDIR/s.jsonl" /dev/null
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"dsec-spawn: "*" of 1200 sandboxes"* ]] || { echo "$output" | tail -c 300; false; }
-	[ "$(jq -c 'select(.warm == false)' "$TESTDIR/s.jsonl" | wc -l)" -eq 1200 ]
-	run script -qec "dsec-reap --all >$TESTDIR/r.jsonl" /dev/null
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"dsec-reap: "*" sandboxes reaped"* ]] || { echo "$output" | tail -c 300; false; }
-	[ "$(wc -l <"$TESTDIR/r.jsonl")" -eq 2400 ]
+	shows "dsec-warm: *of 1200 sandboxes made" "dsec-warm --image busybox --count 1200 -j 1"
+	[ "$(wc -l <"$TESTDIR/out")" -eq 1200 ]
+	shows "dsec-spawn: *of 1200 sandboxes" "dsec-spawn --image busybox --disk 512M -n 1200 -j 1"
+	[ "$(jq -c 'select(.warm == false)' "$TESTDIR/out" | wc -l)" -eq 1200 ]
+	shows "dsec-reap: * sandboxes reaped" "dsec-reap --all"
+	[ "$(wc -l <"$TESTDIR/out")" -eq 2400 ]
 	# records on the terminal are their own progress; no terminal, no line
 	run script -qec "dsec-warm --image busybox --count 1200 -j 1" /dev/null
 	[ "$status" -eq 0 ]
