@@ -1171,9 +1171,17 @@ static void bpf_properties(const struct dsec_seccomp *sc)
 
 /* Do two programs give the same verdict? Over every architecture check, every call number to
  * 1100 and past the x32 bit, numbers at the edges of 32 bits, and for each a few argument
- * vectors; where a number's verdict depends on its arguments, 4000 vectors more, built from the
- * program's own constants (each with bits flipped, in either half) and random values. Returns
- * the number of inputs on which they differ. */
+ * vectors; where a number's verdict depends on its arguments, every constant of either program
+ * and each of its one-bit neighbours in every argument word (the other half 0, all ones or
+ * random), and 4000 vectors more, built from those constants (bits flipped, in either half)
+ * and random values. Returns the number of inputs on which they differ. */
+static int cmp_k(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
 static long differ(const struct sock_fprog *a, const struct sock_fprog *b)
 {
 	static const uint32_t arches[] = {
@@ -1181,7 +1189,7 @@ static long differ(const struct sock_fprog *a, const struct sock_fprog *b)
 	    0xffffffff,        AUDIT_ARCH_X86_64 ^ 1};
 	static const uint32_t edges[] = {0x3fffffff, 0x7fffffff, 0x80000000, 0xfffffffe,
 					 0xffffffff};
-	uint32_t nrs[1100 + 600 + 5], ks[BPF_MAXINSNS];
+	uint32_t nrs[1100 + 600 + 5], ks[2 * BPF_MAXINSNS];
 	struct seccomp_data d;
 	size_t nnr = 0, nk = 0, ai, i, v;
 	long bad = 0;
@@ -1196,6 +1204,15 @@ static long differ(const struct sock_fprog *a, const struct sock_fprog *b)
 		if (BPF_CLASS(a->filter[i].code) == BPF_JMP ||
 		    BPF_CLASS(a->filter[i].code) == BPF_ALU)
 			ks[nk++] = a->filter[i].k;
+	for (i = 0; i < b->len; i++)
+		if (BPF_CLASS(b->filter[i].code) == BPF_JMP ||
+		    BPF_CLASS(b->filter[i].code) == BPF_ALU)
+			ks[nk++] = b->filter[i].k;
+	qsort(ks, nk, sizeof(*ks), cmp_k);
+	for (i = 0, v = 0; i < nk; i++)
+		if (!v || ks[i] != ks[v - 1])
+			ks[v++] = ks[i];
+	nk = v;
 	for (ai = 0; ai < sizeof(arches) / sizeof(arches[0]); ai++) {
 		for (i = 0; i < nnr; i++) {
 			uint32_t v0, v1;
@@ -1209,7 +1226,29 @@ static long differ(const struct sock_fprog *a, const struct sock_fprog *b)
 			memset(d.args, 0xff, sizeof(d.args));
 			v1 = run_bpf(a, &d);
 			bad += v1 != run_bpf(b, &d);
+			/* depends on its arguments: some constant gives another verdict */
 			dep = v0 != v1;
+			for (v = 0; !dep && arches[ai] == AUDIT_ARCH_X86_64 && v < nk; v++) {
+				for (int k = 0; k < 6; k++)
+					d.args[k] = (uint64_t)ks[v] << 32 | ks[v];
+				dep = run_bpf(a, &d) != v0 || run_bpf(b, &d) != v0;
+			}
+			for (v = 0; dep && v < nk * 33; v++) {
+				uint32_t c = ks[v / 33] ^ (v % 33 ? 1u << (v % 33 - 1) : 0);
+
+				for (int half = 0; half < 2; half++)
+					for (int other = 0; other < 3; other++) {
+						for (int k = 0; k < 6; k++) {
+							uint64_t o = other == 0   ? 0
+								     : other == 1 ? 0xffffffffULL
+										  : rnd() >> 32;
+
+							d.args[k] = half ? (uint64_t)c << 32 | o
+									 : o << 32 | c;
+						}
+						bad += run_bpf(a, &d) != run_bpf(b, &d);
+					}
+			}
 			for (v = 0; v < (dep ? 4000u : 6u); v++) {
 				for (int k = 0; k < 6; k++) {
 					uint64_t x = rnd();
@@ -1228,6 +1267,106 @@ static long differ(const struct sock_fprog *a, const struct sock_fprog *b)
 		}
 	}
 	return bad;
+}
+
+/* Checks that spare a few values of one word, spelled as libseccomp spells them (a rule per
+ * shared bit, one per other combination of the bits that differ), become a JEQ per value; a
+ * check whose exceptions are a range, or which reads a second word, is copied as it is. Each
+ * program: x86_64 only, call 7 goes to the checks, 8 is allowed, the rest EPERM. */
+#define PT_ALLOW SECCOMP_RET_ALLOW
+#define PT_EPERM (SECCOMP_RET_ERRNO | 1)
+static unsigned pt_head(struct sock_filter *f)
+{
+	unsigned n = 0;
+
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+					      offsetof(struct seccomp_data, arch));
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, PT_EPERM);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+					      offsetof(struct seccomp_data, nr));
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 8, 0, 1);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, PT_ALLOW);
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 7, 1, 0);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, PT_EPERM);
+	return n;
+}
+
+/* "allow unless args[3]'s upper word is one of ex" the way seccomp.c asks libseccomp for it;
+ * the last exception gets ERRNO(7) of a rule of its own, the others the default's EPERM.
+ * mixed: a range of values (the top byte 0x7f) answers ERRNO(9) too. */
+static unsigned pt_block(struct sock_filter *f, unsigned n, const uint32_t *ex, int nex, int mixed)
+{
+	uint32_t w = offsetof(struct seccomp_data, args[3]) + 4, differ = 0, base, bit, v;
+	unsigned c, j;
+	int e, excluded;
+
+	for (e = 1; e < nex; e++)
+		differ |= ex[0] ^ ex[e];
+	base = ex[0] & ~differ;
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, w - 4); /* masked away */
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0);
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, PT_EPERM);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, w);
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ex[nex - 1], 0, 1);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 7);
+	if (mixed) {
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000);
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 0, 1);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 9);
+	}
+	for (bit = 1u << 31; bit; bit >>= 1) {
+		if (differ & bit)
+			continue;
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, w);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, bit);
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ~base & bit, 0, 1);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, PT_ALLOW);
+	}
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, w);
+	for (c = 0; c < (1u << __builtin_popcount(differ)); c++) {
+		for (v = base, bit = 1, j = 0; bit; bit <<= 1)
+			if (differ & bit && (c >> j++) & 1)
+				v |= bit;
+		for (excluded = 0, e = 0; e < nex; e++)
+			excluded |= v == ex[e];
+		if (excluded)
+			continue;
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v, 0, 1);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, PT_ALLOW);
+	}
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, PT_EPERM);
+	return n;
+}
+
+static void compact_points(void)
+{
+	static const uint32_t ex[] = {0x5412, 0x541c, 0x5416};
+	static struct sock_filter f[400];
+	struct dsec_err err = {0};
+	struct sock_fprog in, out;
+	int mixed, r;
+
+	for (mixed = 0; mixed < 2; mixed++) {
+		in.len = (unsigned short)pt_block(f, pt_head(f), ex, 3, mixed);
+		in.filter = f;
+		r = dsec_seccomp_compact(&in, &out, &err);
+		if (mixed) {
+			/* left alone (1), or rewritten with the checks copied: as long, near enough */
+			ok(r == 1 || (r == 0 && out.len + 20 > in.len && differ(&in, &out) == 0),
+			   "compact: with a range among the exceptions, the checks stay (%u, %u)",
+			   in.len, r == 0 ? out.len : in.len);
+		} else {
+			ok(r == 0 && differ(&in, &out) == 0,
+			   "compact: three values of one word spared: same verdicts");
+			ok(r == 0 && out.len <= 20,
+			   "compact: ... in a JEQ and a RET each (%u instructions, from %u)",
+			   r == 0 ? out.len : 0, in.len);
+		}
+		if (r == 0)
+			free(out.filter);
+	}
 }
 
 /* Every program dsec loads went through dsec_seccomp_compact: the default profile and custom
@@ -1301,6 +1440,7 @@ static void compact_matches(void)
 
 	ok(dsec_seccomp_compact(&xp, &xo, &err) == 1 && xo.filter == NULL,
 	   "compact: a shape it does not model is left alone");
+	compact_points();
 }
 
 /* The program built in at compile time (seccomp-gen) is exactly what libseccomp makes of the
