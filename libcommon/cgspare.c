@@ -2,7 +2,7 @@
  * instead of removed and made again (cgroup.h).
  *
  * Why: making a memory cgroup allocates its share of the kernel's shrinker bookkeeping, a bit
- * and a counter for every superblock on the host (four a sandbox), and removing one reparents
+ * and a counter for every superblock on the host (five a sandbox), and removing one reparents
  * it over every superblock's LRU lists; a CPU quota write checks every cpu cgroup of the host.
  * All three grow with the number of live sandboxes: at 5,000 live they were most of a spawn and
  * of a reap. A spare costs none of them again.

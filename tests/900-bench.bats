@@ -55,7 +55,7 @@ cgroups_of_ours() {
 	local want r
 	for want in "reference: host" "import " "life -j 2" "life -j 8" "exec latency" "exec latency, records piped" "spawn" \
 		"exec at" "idle memory" "warm: dsec-warm" "warm: claims" "warm: life" \
-		"warm: idle memory" "warm: exec median" "warm: one dsec-spawn" "warm: " "latency under be load" "resize" "journal replay" "journal on/off" \
+		"warm: idle memory" "warm: of it, shrinker maps" "warm: exec median" "warm: one dsec-spawn" "warm: " "latency under be load" "resize" "journal replay" "journal on/off" \
 		"commit of 10 MB" "reset, no pool" "reset from a warm pool" "fork of" "spawn --net nat vs none" "warm claim --net nat vs none"; do
 		r=$(printf '%s\n' "${lines[@]}" | grep -F -- "$want" | head -n 1)
 		[ -n "$r" ] || { echo "no row '$want'" >&2; false; }
