@@ -83,7 +83,9 @@ sb_cgroup() {
 	[ "$(waiter env DSEC_EXEC_FAST=0 dsec-exec "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	[ "$(waiter dsec-exec -w /tmp -e A=1 "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
 	[ "$(waiter dsec-exec --workdir=/tmp --env=A=1 "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
-	[ "$(waiter dsec-exec --timeout 9 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	[ "$(waiter dsec-exec --timeout 9 "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
+	[ "$(waiter dsec-exec --timeout=2m "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
+	[ "$(waiter dsec-exec --timeout 1.5s "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	[ "$(waiter dsec-exec -u 0 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	# -w and -e: the same directory, environment and failures from both
 	local o
@@ -163,6 +165,55 @@ sb_cgroup() {
 	[ "$a" = "$b" ]
 	a=$(dsec-exec "$ID" -- no-such-command 2>&1; echo "status $?")
 	[[ "$a" == *"No such file"*"status 127" ]]
+}
+
+@test "foreground: --timeout kills the whole tree, in the front as in the full one" {
+	[ -x "$TOP/build/libexec/dsec-exec" ] || skip "no front on this architecture"
+	left() { # processes in the sandbox besides the holder and this ps
+		dsec-exec "$ID" ps -o pid= | wc -l
+	}
+	cgs() { # per-exec cgroups left below the sandbox's
+		find /sys/fs/cgroup -maxdepth 6 -type d -name 'exec-*' -path "*/$ID/*" 2>/dev/null | wc -l
+	}
+	local fast t0 t1 pid
+	for fast in 1 0; do
+		# a setsid child that ignores SIGTERM, and the command itself: both go at 1 s
+		t0=$(date +%s%N)
+		run env DSEC_EXEC_FAST=$fast dsec-exec --timeout 1s "$ID" -- \
+			sh -c 'setsid sh -c "trap \"\" TERM; sleep 100" & sleep 100'
+		t1=$(date +%s%N)
+		[ "$status" -eq 124 ] || { echo "fast=$fast: status $status: $output"; return 1; }
+		[ "$output" = "dsec-exec: error: $ID: timed out" ]
+		[ $(((t1 - t0) / 1000000)) -lt 5000 ]
+		[ "$(left)" -eq 2 ] || { echo "fast=$fast: left"; dsec-exec "$ID" ps; return 1; }
+		[ "$(cgs)" -eq 0 ]
+		# in time: its status, what it started in the background stays, its cgroup goes
+		run env DSEC_EXEC_FAST=$fast dsec-exec --timeout=5 "$ID" -- \
+			sh -c 'sleep 60 >/dev/null 2>&1 & echo bg; exit 3'
+		[ "$status" -eq 3 ] && [ "$output" = bg ]
+		[ "$(left)" -eq 3 ]
+		[ "$(cgs)" -eq 0 ]
+		dsec-exec "$ID" -- sh -c 'kill $(pidof sleep)'
+		# a command killed by a signal before the deadline: 128+N, not a timeout
+		run env DSEC_EXEC_FAST=$fast dsec-exec --timeout 30s "$ID" -- sh -c 'kill -9 $$'
+		[ "$status" -eq 137 ]
+	done
+	# kill -9 of the front while it waits: dsec-reap takes the cgroup it made, and what runs
+	local S dir
+	S=$(dsec-spawn --image busybox | jq -r .id)
+	dsec-exec --timeout 60s "$S" -- sleep 100 </dev/null >/dev/null 2>&1 &
+	pid=$!
+	sleep 0.5
+	dir=$(find /sys/fs/cgroup -maxdepth 6 -type d -name 'exec-*' -path "*/$S/*")
+	[ -n "$dir" ] && [ -d "$dir" ]
+	kill -9 "$pid"
+	wait "$pid" || true
+	dsec-reap "$S" >/dev/null
+	[ ! -e "$dir" ]
+	# bad durations: the full one's usage error
+	run dsec-exec --timeout 5x "$ID" -- true
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"not a duration"* ]]
 }
 
 @test "foreground: signals sent to dsec-exec reach the command" {

@@ -106,6 +106,8 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 #define SIG_BLOCK_ 0
 #define SCHED_IDLE_ 5
 #define POLLIN_ 1
+#define EBUSY_ 16
+#define CLOCK_MONOTONIC_ 1
 
 static int sys_open(const char *path, int flags)
 {
@@ -762,6 +764,181 @@ static int frozen(void)
 	return !starts(buf, "THAWED");
 }
 
+/* ---- --timeout: the command in a cgroup of its own, killed whole at the deadline ----
+ *
+ * As the full one does it (exec.c: exec_cgroup_make, dsec_exec_kill, dsec_exec_release): a
+ * cgroup exec-PID-1 below the sandbox's (v2), or below its freezer cgroup (v1; its pids
+ * cgroup without a freezer); at the deadline every process in it is killed (cgroup.kill, or
+ * frozen, killed and thawed until empty); at the end it is removed, what the command left
+ * running moved up to the sandbox's cgroup first. */
+static unsigned long long opt_timeout_us; /* 0: none */
+static char exec_cg[4300];                /* "" while there is none */
+static const char *exec_par;
+static int exec_ctrl = -1; /* v1: the controller exec_cg belongs to */
+
+static unsigned long long now_us(void)
+{
+	struct {
+		long sec, nsec;
+	} ts = {0, 0};
+
+	S2(__NR_clock_gettime, CLOCK_MONOTONIC_, &ts);
+	return (unsigned long long)ts.sec * 1000000ULL + (unsigned long long)ts.nsec / 1000;
+}
+
+static void sleep_us(long us)
+{
+	struct {
+		long sec, nsec;
+	} ts = {us / 1000000, (us % 1000000) * 1000};
+
+	S2(__NR_nanosleep, &ts, 0);
+}
+
+/* "30s", "500ms", "2m", "1h", "1d", "100us" or seconds, in whole numbers: 0 with *us set; -1
+ * for anything else (the full one parses it, or says why not) */
+static int parse_duration(const char *s, unsigned long long *us)
+{
+	unsigned long long v = 0, mul;
+	int digits = 0;
+
+	for (; *s >= '0' && *s <= '9'; s++, digits++)
+		if (digits > 12)
+			return -1;
+		else
+			v = v * 10 + (unsigned long long)(*s - '0');
+	if (!digits)
+		return -1;
+	if (!*s || seq(s, "s"))
+		mul = 1000000ULL;
+	else if (seq(s, "ms"))
+		mul = 1000ULL;
+	else if (seq(s, "us"))
+		mul = 1ULL;
+	else if (seq(s, "m"))
+		mul = 60000000ULL;
+	else if (seq(s, "h"))
+		mul = 3600000000ULL;
+	else if (seq(s, "d"))
+		mul = 86400000000ULL;
+	else
+		return -1;
+	*us = v * mul;
+	return *us > 366ULL * 86400000000ULL ? -1 : 0;
+}
+
+static int cg_write(const char *dir, const char *file, const char *val)
+{
+	static char path[4400];
+	int fd;
+	long r;
+
+	path[0] = '\0';
+	if (cat(path, sizeof(path), dir) || cat(path, sizeof(path), file) ||
+	    (fd = sys_open(path, O_WRONLY)) < 0)
+		return -1;
+	r = sys_write(fd, val, slen(val));
+	sys_close(fd);
+	return r < 0 ? -1 : 0;
+}
+
+/* The pids in exec_cg (at most n): their count, or -1. */
+static int cg_pids(int *pids, int n)
+{
+	static char path[4400], buf[8192];
+	long len;
+	int k = 0;
+
+	path[0] = '\0';
+	if (cat(path, sizeof(path), exec_cg) || cat(path, sizeof(path), "/cgroup.procs") ||
+	    (len = read_file(path, buf, sizeof(buf))) < 0)
+		return -1;
+	for (char *p = buf; *p && k < n;) {
+		int v = 0;
+
+		if (*p < '0' || *p > '9') {
+			p++;
+			continue;
+		}
+		while (*p >= '0' && *p <= '9')
+			v = v * 10 + (*p++ - '0');
+		if (v > 0)
+			pids[k++] = v;
+	}
+	return k;
+}
+
+/* Kill every process in exec_cg and wait until it is empty. */
+static void cg_kill(void)
+{
+	static char path[4400], state[16];
+	int pids[1024], k, i, round;
+
+	if (st.cgver == 2) {
+		int have_kill = cg_write(exec_cg, "/cgroup.kill", "1") == 0;
+
+		for (i = 0; i < 2000 && (k = cg_pids(pids, 1024)) > 0; i++) {
+			while (!have_kill && k-- > 0)
+				S2(__NR_kill, pids[k], SIGKILL_);
+			sleep_us(i < 20 ? 100 : 1000);
+		}
+		return;
+	}
+	for (round = 0; round < 200; round++) {
+		int freezer = exec_ctrl == 4;
+
+		if (freezer)
+			cg_write(exec_cg, "/freezer.state", "FROZEN");
+		for (i = 0; freezer && i < 100; i++) {
+			path[0] = '\0';
+			if (cat(path, sizeof(path), exec_cg) ||
+			    cat(path, sizeof(path), "/freezer.state") ||
+			    read_file(path, state, sizeof(state)) < 0 || starts(state, "FROZEN"))
+				break;
+			sleep_us(200);
+		}
+		k = cg_pids(pids, 1024);
+		for (i = 0; i < k; i++)
+			S2(__NR_kill, pids[i], SIGKILL_);
+		if (freezer)
+			cg_write(exec_cg, "/freezer.state", "THAWED");
+		if (k <= 0)
+			return;
+		sleep_us(round < 10 ? 200 : 5000);
+	}
+}
+
+/* Remove exec_cg; what the command left running there moves up to the sandbox's cgroup (unless
+ * killed: then it is only waited for). */
+static void cg_release(int killed)
+{
+	int pids[1024], k, i, tries;
+	char num_[24];
+
+	if (!exec_cg[0])
+		return;
+	for (tries = 0;
+	     S3(__NR_unlinkat, AT_FDCWD_, exec_cg, 0x200 /* AT_REMOVEDIR */) == -EBUSY_ &&
+	     tries < 100;
+	     tries++) {
+		k = killed ? 0 : cg_pids(pids, 1024);
+		for (i = 0; i < k; i++) {
+			utoa((unsigned long long)pids[i], num_);
+			cg_write(exec_par, "/cgroup.procs", num_);
+		}
+		if (tries > 2)
+			sleep_us(1000);
+	}
+	exec_cg[0] = '\0';
+}
+
+/* full(), with the exec cgroup made so far removed first */
+__attribute__((noreturn)) static void full_clean(void)
+{
+	cg_release(0);
+	full();
+}
+
 extern const struct sock_filter dsec_seccomp_builtin[];
 extern const unsigned dsec_seccomp_builtin_len;
 
@@ -793,8 +970,8 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 		if (!st.v1[c])
 			continue;
 		path[0] = '\0';
-		if (cat(path, sizeof(path), st.v1[c]) || cat(path, sizeof(path), "/tasks") ||
-		    (fd = sys_open(path, O_WRONLY)) < 0)
+		if (cat(path, sizeof(path), c == exec_ctrl ? exec_cg : st.v1[c]) ||
+		    cat(path, sizeof(path), "/tasks") || (fd = sys_open(path, O_WRONLY)) < 0)
 			goto fail;
 		if (sys_write(fd, "0", 1) != 1)
 			goto fail;
@@ -892,8 +1069,9 @@ void front_main(long *sp)
 	char **argv = (char **)(sp + 1);
 	const char *run = 0, *id, *fast = 0;
 	int i = 1, pidfd, nsflags, cpidfd = -1, cgfd = -1, ep[2], sfd;
-	unsigned long long mask, blocked;
+	unsigned long long mask, blocked, t0, deadline;
 	long claim_len;
+	int timed_out = 0;
 	struct parser ps;
 	struct clone_args_ ca;
 	long pid;
@@ -920,6 +1098,12 @@ void front_main(long *sp)
 			opt_env[n_opt_env++] = argv[++i];
 		else if (starts(argv[i], "--env=") && n_opt_env < MAX_OPT_ENV)
 			opt_env[n_opt_env++] = argv[i] + 6;
+		else if (seq(argv[i], "--timeout") && i + 1 < argc &&
+			 parse_duration(argv[i + 1], &opt_timeout_us) == 0)
+			i++;
+		else if (starts(argv[i], "--timeout=") &&
+			 parse_duration(argv[i] + 10, &opt_timeout_us) == 0)
+			;
 		else if (seq(argv[i], "--root") && i + 1 < argc)
 			i++;
 		else if (starts(argv[i], "--root=") || seq(argv[i], "-q") ||
@@ -981,8 +1165,24 @@ void front_main(long *sp)
 		nsflags |= CLONE_NEWNET;
 	if (st.userns)
 		nsflags |= CLONE_NEWUSER;
-	if (st.cgver == 2 && (cgfd = sys_open(st.v2, O_RDONLY | O_DIRECTORY)) < 0)
-		full();
+	if (opt_timeout_us) {
+		char num_[24];
+
+		/* the full one's name for it (exec.c: exec_cgroup_make), seq 1 */
+		exec_par = st.cgver == 2 ? st.v2 : st.v1[4] ? st.v1[4] : st.v1[3];
+		exec_ctrl = st.cgver == 2 ? -1 : st.v1[4] ? 4 : 3;
+		utoa((unsigned long long)S1(__NR_getpid, 0), num_);
+		if (cat(exec_cg, sizeof(exec_cg), exec_par) ||
+		    cat(exec_cg, sizeof(exec_cg), "/exec-") ||
+		    cat(exec_cg, sizeof(exec_cg), num_) || cat(exec_cg, sizeof(exec_cg), "-1") ||
+		    S3(__NR_mkdirat, AT_FDCWD_, exec_cg, 0755) < 0) {
+			exec_cg[0] = '\0';
+			full();
+		}
+	}
+	if (st.cgver == 2 &&
+	    (cgfd = sys_open(exec_cg[0] ? exec_cg : st.v2, O_RDONLY | O_DIRECTORY)) < 0)
+		full_clean();
 	/* signals for the command, blocked from now and read from a signalfd */
 	mask = (1ULL << (1 - 1)) | (1ULL << (2 - 1)) | (1ULL << (3 - 1)) | (1ULL << (10 - 1)) |
 	       (1ULL << (12 - 1)) | (1ULL << (15 - 1)) | (1ULL << (18 - 1));
@@ -990,8 +1190,9 @@ void front_main(long *sp)
 	blocked = mask | (1ULL << (13 - 1));
 	S4(__NR_rt_sigprocmask, SIG_BLOCK_, &blocked, 0, 8);
 	if (S2(__NR_pipe2, ep, O_CLOEXEC) < 0 || S2(__NR_setns, pidfd, CLONE_NEWPID) < 0)
-		full();
+		full_clean();
 	memset(&ca, 0, sizeof(ca));
+	t0 = now_us();
 	ca.flags = CLONE_PIDFD | (cgfd >= 0 ? CLONE_INTO_CGROUP : 0);
 	ca.pidfd = (uint64_t)(unsigned long)&cpidfd;
 	ca.exit_signal = SIGCHLD_;
@@ -1000,7 +1201,7 @@ void front_main(long *sp)
 	if (pid == 0)
 		child(pidfd, nsflags, ep[1], argv + i);
 	if (pid < 0)
-		full();
+		full_clean();
 	sys_close(ep[1]);
 	{
 		char c;
@@ -1014,7 +1215,7 @@ void front_main(long *sp)
 			} info;
 
 			S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0);
-			full();
+			full_clean();
 		}
 	}
 	sys_close(ep[0]);
@@ -1022,6 +1223,7 @@ void front_main(long *sp)
 		if (relays[fd].cmd >= 0)
 			sys_close(relays[fd].cmd);
 	sfd = (int)S4(__NR_signalfd4, -1, &mask, 8, O_CLOEXEC);
+	deadline = opt_timeout_us ? t0 + opt_timeout_us : 0;
 	for (int exited = 0;;) {
 		struct {
 			int fd;
@@ -1031,7 +1233,7 @@ void front_main(long *sp)
 		int n = 2, busy = 0;
 		struct {
 			long sec, nsec;
-		} zero = {0, 0};
+		} zero = {0, 0}, left = {0, 0};
 
 		for (int fd = 0; fd < 3; fd++)
 			if (relays[fd].pipe >= 0) {
@@ -1039,12 +1241,41 @@ void front_main(long *sp)
 				pf[n++].events = relays[fd].in ? 4 /* POLLOUT */ : POLLIN_;
 				busy = 1;
 			}
-		if (S5(__NR_ppoll, pf, n, exited ? &zero : 0, 0, 8) < 0 && !exited)
+		if (deadline && !exited && !timed_out) {
+			unsigned long long now = now_us();
+
+			if (now >= deadline) {
+				/* the whole tree, then the command itself; its exit ends the loop */
+				cg_kill();
+				S4(__NR_pidfd_send_signal, cpidfd, SIGKILL_, 0, 0);
+				timed_out = 1;
+				continue;
+			}
+			left.sec = (long)((deadline - now) / 1000000);
+			left.nsec = (long)((deadline - now) % 1000000) * 1000;
+		}
+		if (S5(__NR_ppoll, pf, n,
+		       exited                   ? &zero
+		       : deadline && !timed_out ? &left
+						: 0,
+		       0, 8) < 0 &&
+		    !exited)
 			continue;
 		for (int fd = 0; fd < 3; fd++)
 			relay_step(&relays[fd]);
 		if (exited) { /* the round after the exit has taken what the pipes held */
+			cg_release(timed_out);
 			S4(__NR_utimensat, AT_FDCWD_, sdir, 0, 0);
+			if (timed_out) {
+				static char msg[200];
+
+				msg[0] = '\0';
+				cat(msg, sizeof(msg), "dsec-exec: error: ");
+				cat(msg, sizeof(msg), id);
+				cat(msg, sizeof(msg), ": timed out\n");
+				sys_write(2, msg, slen(msg));
+				sys_exit(124);
+			}
 			sys_exit(exited - 1);
 		}
 		(void)busy;
