@@ -27,6 +27,9 @@ static const char usage[] =
     "class, labels, workdir and run_as (the commands' defaults, when set), and usage (totals\n"
     "of its cgroup: cpu_us, memory, memory_peak, pids, io_read_bytes, io_write_bytes).\n"
     "\n"
+    "  -t, --table           a table for people instead of records: id, image, state, pid, age,\n"
+    "                        ttl left, idle, memory, cpu time, disk, net, pool (or \"warm\" when\n"
+    "                        claimed from one); sizes in K, M, G, times in s, m, h, d\n"
     "      --pools           list the warm pools instead (see dsec-warm): pool, image, ready,\n"
     "                        limits, requests, class, net, oldest_age\n"
     "      --node            print one record for the node instead: per resource its\n"
@@ -44,14 +47,92 @@ static const char usage[] =
 static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"pools", no_argument, NULL, DSEC_OPT_FIRST_TOOL},
 					 {"node", no_argument, NULL, DSEC_OPT_FIRST_TOOL + 1},
+					 {"table", no_argument, NULL, 't'},
 					 {NULL, 0, NULL, 0}};
 
 static struct dsec_paths paths;
-static int failed, out_gone;
+static int failed, out_gone, table;
+
+/* --table: a size as people read it (1023, 1.5K, 12M, 3.0G), "-" for null */
+static const char *h_size(const json_t *v, char *buf, size_t n)
+{
+	static const char units[] = "KMGTP";
+	double x;
+	int u = -1;
+
+	if (!json_is_integer(v))
+		return "-";
+	x = (double)json_integer_value(v);
+	while (x >= 1024 && u < 4) {
+		x /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, n, "%.0f", x);
+	else
+		snprintf(buf, n, x < 10 ? "%.1f%c" : "%.0f%c", x, units[u]);
+	return buf;
+}
+
+/* --table: seconds as people read them (45s, 12m, 2.5h, 30h, 2d), "-" for null */
+static const char *h_secs(const json_t *v, char *buf, size_t n)
+{
+	long long s;
+
+	if (!json_is_integer(v))
+		return "-";
+	s = json_integer_value(v);
+	if (s < 120)
+		snprintf(buf, n, "%llds", s);
+	else if (s < 7200)
+		snprintf(buf, n, "%lldm", s / 60);
+	else if (s < 36000) /* tenths, rounded down: 3h less a second is 2.9h */
+		snprintf(buf, n, "%lld.%lldh", s / 3600, s % 3600 / 360);
+	else if (s < 172800)
+		snprintf(buf, n, "%lldh", s / 3600);
+	else
+		snprintf(buf, n, "%lldd", s / 86400);
+	return buf;
+}
+
+#define TABLE_FMT "%-16s %-12s %-7s %7s %5s %5s %5s %6s %7s %6s %-4s %s\n"
+
+static void table_row(const json_t *rec)
+{
+	char age[24], ttl[24], idle[24], mem[24], disk[24], cpu[32], pid[24];
+	const json_t *p = json_object_get(rec, "pid"), *c = json_object_get(rec, "cpu_us");
+	const char *pool = json_string_value(json_object_get(rec, "pool"));
+
+	if (json_is_integer(p))
+		snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(p));
+	snprintf(cpu, sizeof(cpu), "%.2fs",
+		 json_is_integer(c) ? (double)json_integer_value(c) / 1e6 : 0.0);
+	if (printf(TABLE_FMT, json_string_value(json_object_get(rec, "id")),
+		   json_string_value(json_object_get(rec, "image")),
+		   json_string_value(json_object_get(rec, "state")), json_is_integer(p) ? pid : "-",
+		   h_secs(json_object_get(rec, "age"), age, sizeof(age)),
+		   h_secs(json_object_get(rec, "ttl_left"), ttl, sizeof(ttl)),
+		   h_secs(json_object_get(rec, "idle"), idle, sizeof(idle)),
+		   h_size(json_object_get(rec, "memory"), mem, sizeof(mem)), cpu,
+		   h_size(json_object_get(rec, "disk"), disk, sizeof(disk)),
+		   json_string_value(json_object_get(rec, "net")),
+		   pool                                         ? pool
+		   : json_is_true(json_object_get(rec, "warm")) ? "warm"
+								: "-") < 0 ||
+	    fflush(stdout) == EOF)
+		out_gone = 1;
+}
 
 static void emit(json_t *rec)
 {
-	dsec_jsonl_put(rec, &out_gone);
+	if (!table) {
+		dsec_jsonl_put(rec, &out_gone);
+		return;
+	}
+	/* error records have no row: their line on stderr says it */
+	if (!json_object_get(rec, "error"))
+		table_row(rec);
+	json_decref(rec);
 }
 
 /* Bytes used on the sandbox's writable layer. statfs of its root (the overlay reports its
@@ -200,9 +281,13 @@ int main(int argc, char **argv)
 	int c, pools = 0, node = 0;
 
 	dsec_prog = "dsec-ps";
-	while ((c = getopt_long(argc, argv, "hVqv", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hVqvt", longopts, NULL)) != -1) {
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;
+		if (c == 't') {
+			table = 1;
+			continue;
+		}
 		if (c == DSEC_OPT_FIRST_TOOL) {
 			pools = 1;
 			continue;
@@ -215,6 +300,11 @@ int main(int argc, char **argv)
 	}
 	dsec_cli_paths(&cli, &paths);
 	dsec_jsonl_init_output();
+	if (table && (node || pools))
+		dsec_usage_error("--table lists sandboxes: not with --node or --pools");
+	if (table && printf(TABLE_FMT, "ID", "IMAGE", "STATE", "PID", "AGE", "TTL", "IDLE", "MEM",
+			    "CPU", "DISK", "NET", "POOL") < 0)
+		out_gone = 1;
 	if (node) {
 		if (pools || optind < argc)
 			dsec_usage_error("--node takes no ids and no --pools");

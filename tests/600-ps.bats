@@ -66,6 +66,41 @@ setup() {
 	json_has "$(records | sed -n 2p)" '.error.msg | contains("no such sandbox")'
 }
 
+@test "ps: --table, a line per sandbox for people, from the same figures" {
+	spawn_one --ttl 3h --memory 128M
+	local live=$ID
+	sb_run "$ID" dd if=/dev/zero of=/tmp/f bs=1M count=5 2>/dev/null
+	spawn_one
+	local dead=$ID
+	kill -9 "$(sb_pid "$dead")"
+	sleep 0.2
+	run dsec-ps -t "$live" "$dead" sb-000000000000
+	[ "$status" -eq 1 ]
+	# the header, one line per sandbox found, the unknown id's error on stderr only
+	[[ "${lines[0]}" =~ ^ID\ +IMAGE\ +STATE\ +PID\ +AGE\ +TTL\ +IDLE\ +MEM\ +CPU\ +DISK\ +NET\ +POOL$ ]]
+	[[ "$output" == *"sb-000000000000: no such sandbox"* ]]
+	local row
+	row=$(printf '%s\n' "${lines[@]}" | grep "^$live ")
+	read -r -a f <<<"$row"
+	[ "${f[1]}" = busybox ] && [ "${f[2]}" = running ] && [ "${f[3]}" = "$(sb_pid "$live")" ]
+	[ "${f[5]}" = 2.9h ] # 3 h less the seconds since the spawn, rounded down
+	[[ "${f[9]}" =~ ^5\.[0-9]M$ ]] || { echo "disk: ${f[9]}"; return 1; }
+	[ "${f[10]}" = none ] && [ "${f[11]}" = - ]
+	row=$(printf '%s\n' "${lines[@]}" | grep "^$dead ")
+	read -r -a f <<<"$row"
+	[ "${f[2]}" = dead ] && [ "${f[3]}" = - ] && [ "${f[6]}" = - ]
+	[ "$(printf '%s\n' "${lines[@]}" | grep -c '^sb-')" -eq 2 ]
+	# a ready sandbox names its pool; --table lists sandboxes only
+	dsec-warm --image busybox --count 1 >/dev/null
+	run dsec-ps --table
+	[ "$status" -eq 0 ]
+	row=$(printf '%s\n' "${lines[@]}" | grep '^sb-' | grep -v "^$live \|^$dead ")
+	[ "${row##* }" = "$(dsec-warm --list | jq -r .pool)" ] || { echo "$output"; return 1; }
+	run dsec-ps -t --pools
+	[ "$status" -eq 2 ]
+	dsec-warm --image busybox --drain >/dev/null
+}
+
 @test "ps: a sandbox a reset is replacing shows once, as its successor" {
 	spawn_one
 	# mid-reset (dsec_sandbox_reset): the replaced sandbox's state, still naming the id, sits
