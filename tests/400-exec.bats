@@ -86,7 +86,8 @@ sb_cgroup() {
 	[ "$(waiter dsec-exec --timeout 9 "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
 	[ "$(waiter dsec-exec --timeout=2m "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
 	[ "$(waiter dsec-exec --timeout 1.5s "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
-	[ "$(waiter dsec-exec -u 0 "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	[ "$(waiter dsec-exec -u 0 "$ID" -- sleep 5)" = "$TOP/build/dsec-exec" ]
+	[ "$(waiter dsec-exec -t "$ID" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
 	# -w and -e: the same directory, environment and failures from both
 	local o
 	for o in "-w /etc" "--workdir=etc" "-w /no/such" "-e A=1 -e B=2 -e A=3" "--env=HOSTNAME=h" \
@@ -98,14 +99,14 @@ sb_cgroup() {
 		[ "$a" = "$b" ] || { echo "$o: front '$a', full '$b'"; return 1; }
 	done
 	[[ "$(dsec-exec -w /no/such "$ID" true 2>&1; echo "status $?")" == *"status 126" ]]
-	# a sandbox's working dir is the front's too (missing: "/"); a default user is not
+	# a sandbox's working dir is the front's too (missing: "/"), and so is a default user
 	local W U
 	W=$(dsec-spawn --image busybox --workdir /etc | jq -r .id)
 	U=$(dsec-spawn --image busybox --user 0:0 | jq -r .id)
 	[ "$(waiter dsec-exec "$W" -- sleep 5)" = "$TOP/build/dsec-exec" ]
 	[ "$(dsec-exec "$W" pwd)" = /etc ]
 	[ "$(DSEC_EXEC_FAST=0 dsec-exec "$W" pwd)" = /etc ]
-	[ "$(waiter dsec-exec "$U" -- sleep 5)" = "$TOP/build/libexec/dsec-exec" ]
+	[ "$(waiter dsec-exec "$U" -- sleep 5)" = "$TOP/build/dsec-exec" ]
 	dsec-reap "$W" "$U" >/dev/null
 	W=$(dsec-spawn --image busybox --workdir /no/such/dir | jq -r .id)
 	[ "$(dsec-exec "$W" pwd)" = / ]
@@ -353,6 +354,18 @@ sb_cgroup() {
 		[[ "$stderr" == *"not in the sandbox's /etc/passwd"* ]]
 	fi
 	dsec-exec "$ID" sh -c 'rm /etc/passwd && mv /etc/passwd.real /etc/passwd'
+	# the libc-free front resolves users as the full one does: the same ids, groups, HOME,
+	# capabilities and errors for each form (and a passwd over its buffer goes to the full one)
+	local u a b
+	for u in ann 1000 ann:staff ann:7 4242 4242:staff 0:ann nobody-here ann:nogroup-here \
+		99999999 ':x' root; do
+		a=$(dsec-exec -u "$u" "$ID" sh -c 'probe uid; id -G; probe caps; echo "$HOME"; pwd' 2>&1; echo "status $?")
+		b=$(DSEC_EXEC_FAST=0 dsec-exec -u "$u" "$ID" sh -c 'probe uid; id -G; probe caps; echo "$HOME"; pwd' 2>&1; echo "status $?")
+		[ "$a" = "$b" ] || { echo "-u $u: front '$a', full '$b'"; return 1; }
+	done
+	dsec-exec "$ID" sh -c 'cp /etc/passwd /etc/passwd.real && head -c 70000 /dev/zero | tr "\0" "#" >>/etc/passwd && echo >>/etc/passwd'
+	[ "$(dsec-exec -u ann "$ID" probe uid)" = "1000:1000 1000:1000" ]
+	dsec-exec "$ID" sh -c 'mv /etc/passwd.real /etc/passwd'
 	# records: "run_as" as a name or a uid, the option as default, bad values are error records
 	run bash -c "printf '%s\n' '{\"id\":\"$ID\",\"run_as\":\"ann\",\"cmd\":[\"probe\",\"uid\"]}' \
 		'{\"id\":\"$ID\",\"run_as\":77,\"cmd\":[\"probe\",\"uid\"]}' \

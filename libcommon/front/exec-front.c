@@ -1,7 +1,7 @@
-/* dsec-exec's front: the common case, `dsec-exec [--run DIR] [-w DIR] [-e K=V]... ID [--]
- * CMD...` in the foreground, done without libc; everything else handed to the full dsec-exec
- * (libexec/dsec-exec next to this binary in the build tree, ../libexec/dsec/dsec-exec
- * installed) by execve, untouched.
+/* dsec-exec's front: the common case, `dsec-exec [--run DIR] [-w DIR] [-e K=V]... [-u U[:G]]
+ * [--timeout D] ID [--] CMD...` in the foreground, done without libc; everything else handed
+ * to the full dsec-exec (libexec/dsec-exec next to this binary in the build tree,
+ * ../libexec/dsec/dsec-exec installed) by execve, untouched.
  *
  * Why: on a virtual machine that traps CPUID, the start of a glibc program costs some 0.6 ms
  * (its cache-size probe runs the instruction about 80 times), about the half of one exec into a
@@ -17,8 +17,8 @@
  *
  * Host files as stdio are relayed through pipes, as the full one does. It hands over, before
  * doing anything that shows, whenever the request is not that plain: any other option, a state
- * it does not expect (a paused sandbox, a default user, a file too big for it, an escape in a
- * string it needs), a directory or O_PATH descriptor as stdio (the full one refuses it), or any
+ * it does not expect (a paused sandbox, a user it cannot resolve, a file too big for it, an
+ * escape in a string it needs), a directory or O_PATH descriptor as stdio (the full one refuses it), or any
  * failure up to the command's execve (the full one then does it all again and says what
  * failed). A sandbox claimed from a warm pool is read as the full one reads it: its claim file
  * over its state.
@@ -154,6 +154,15 @@ static int starts(const char *s, const char *p)
 	return !*p;
 }
 /* memcpy/memset for what the compiler emits itself (struct copies and zeroing) */
+static int memcmp_(const void *a, const void *b, unsigned long n)
+{
+	const unsigned char *x = a, *y = b;
+
+	for (unsigned long i = 0; i < n; i++)
+		if (x[i] != y[i])
+			return x[i] < y[i] ? -1 : 1;
+	return 0;
+}
 void *memcpy(void *d, const void *s, unsigned long n);
 void *memset(void *d, int c, unsigned long n);
 void *memcpy(void *d, const void *s, unsigned long n)
@@ -223,9 +232,9 @@ static long read_file(const char *path, char *buf, unsigned long cap)
 static const char *const cg_names[NCG] = {"memory", "cpu", "cpuacct", "pids", "freezer", "blkio"};
 
 static struct {
-	char *id, *hostname, *net, *cls, *v2, *workdir;
+	char *id, *hostname, *net, *cls, *v2, *workdir, *user;
 	char *v1[NCG];
-	unsigned long long pid, start;
+	unsigned long long pid, start, uid_base, id_count;
 	int cgver, userns, nenv;
 	char *env[MAX_ENV];
 } st;
@@ -461,6 +470,17 @@ static void cgroup_member(struct parser *ps, const char *k, int ctx)
 		skip(ps, 1);
 }
 
+static void userns_member(struct parser *ps, const char *k, int ctx)
+{
+	(void)ctx;
+	if (seq(k, "uid"))
+		st.uid_base = num(ps);
+	else if (seq(k, "count"))
+		st.id_count = num(ps);
+	else
+		skip(ps, 1);
+}
+
 static void top_member(struct parser *ps, const char *k, int ctx)
 {
 	(void)ctx;
@@ -479,14 +499,17 @@ static void top_member(struct parser *ps, const char *k, int ctx)
 	else if (seq(k, "userns")) {
 		ws(ps);
 		st.userns = *ps->p == '{';
-		skip(ps, 1);
+		if (st.userns)
+			object(ps, userns_member, 0);
+		else
+			skip(ps, 1);
 	} else if (seq(k, "env")) {
 		st.nenv = 0; /* a claim's replaces the state's (pool.c: dsec_pool_merge_claim) */
 		array(ps, env_element, 0);
 	} else if (seq(k, "workdir"))
 		st.workdir = str(ps);
 	else if (seq(k, "user"))
-		ps->bad = 1; /* a default user: the full one's to do (passwd, groups) */
+		st.user = str(ps); /* the commands' default user (a claim's replaces it) */
 	else
 		skip(ps, 1);
 }
@@ -548,6 +571,7 @@ static int n_opt_env;
 static const char *opt_cwd;
 static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 static char env_home[] = "HOME=/root";
+static char env_home_user[520]; /* "HOME=" the user's home, with another user */
 static char env_host[128];
 
 static int env_put(int n, char *kv)
@@ -578,7 +602,7 @@ static int build_env(void)
 	int n = 0;
 
 	n = env_put(n, env_path);
-	n = env_put(n, env_home);
+	n = env_put(n, env_home_user[0] ? env_home_user : env_home);
 	if (st.hostname && st.hostname[0]) {
 		env_host[0] = '\0';
 		if (cat(env_host, sizeof(env_host), "HOSTNAME=") ||
@@ -764,6 +788,248 @@ static int frozen(void)
 	return !starts(buf, "THAWED");
 }
 
+/* ---- another user: -u/--user U[:G], or the sandbox's default ----
+ *
+ * As the full one resolves it (execuser.c: dsec_exec_user_resolve): names looked up in the
+ * sandbox's own /etc/passwd and /etc/group, opened through the holder's root with every link
+ * resolved inside it, a file its ids do not own not taken; the user's groups, its home for
+ * HOME. Anything this does not settle (a file over the buffer, a name or group not there, an id
+ * not mapped) goes to the full one, which says why. */
+#define MAX_GROUPS 64 /* DSEC_EXEC_USER_GROUPS */
+static const char *opt_user;
+static struct {
+	int on;
+	unsigned uid, gid, ngroups;
+	unsigned groups[MAX_GROUPS];
+	char home[512];
+} who;
+
+/* The sandbox's file at path (relative to its root) into buf, NUL-terminated: its length, or -1
+ * when missing or not to be taken (as read_db leaves it NULL), -2 when over the buffer. */
+static long read_db(const char *path, char *buf, unsigned long cap)
+{
+	static char root[64];
+	struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	struct statx sx;
+	char num_[24];
+	long rfd, fd, len = 0, n;
+
+	root[0] = '\0';
+	utoa(st.pid, num_);
+	if (cat(root, sizeof(root), "/proc/") || cat(root, sizeof(root), num_) ||
+	    cat(root, sizeof(root), "/root"))
+		return -1;
+	rfd = S4(__NR_openat, AT_FDCWD_, root, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+	if (rfd < 0)
+		return -1;
+	fd = S4(__NR_openat2, rfd, path, &how, sizeof(how));
+	sys_close((int)rfd);
+	if (fd < 0)
+		return -1;
+	if (S5(__NR_statx, fd, "", AT_EMPTY_PATH_, STATX_TYPE | STATX_UID, &sx) < 0 ||
+	    (sx.stx_mode & 0170000) != 0100000 ||
+	    (st.userns && (sx.stx_uid < st.uid_base || sx.stx_uid - st.uid_base >= st.id_count))) {
+		sys_close((int)fd);
+		return -1;
+	}
+	while (len < (long)cap - 1 &&
+	       (n = sys_read((int)fd, buf + len, cap - 1 - (unsigned long)len)) > 0)
+		len += n;
+	if (len == (long)cap - 1) {
+		char c;
+
+		if (sys_read((int)fd, &c, 1) == 1)
+			len = -2;
+	}
+	sys_close((int)fd);
+	if (len >= 0)
+		buf[len] = '\0';
+	return len;
+}
+
+/* A decimal id (no sign, below 2^32-1): 0 with *v set, -1 for anything else. */
+static int parse_id(const char *s, unsigned long n, unsigned *v)
+{
+	unsigned long long x = 0;
+
+	if (!n)
+		return -1;
+	for (unsigned long i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9' || x > 0xffffffffULL)
+			return -1;
+		x = x * 10 + (unsigned long long)(s[i] - '0');
+	}
+	if (x >= 0xffffffffULL)
+		return -1;
+	*v = (unsigned)x;
+	return 0;
+}
+
+/* Fields of one line: start and length of each of the first nf ':'-separated ones. The count. */
+struct field {
+	const char *p;
+	unsigned long n;
+};
+static int split(const char *l, unsigned long len, struct field *f, int nf)
+{
+	int k = 0;
+	unsigned long a = 0;
+
+	for (unsigned long i = 0; i <= len && k < nf; i++)
+		if (i == len || l[i] == ':') {
+			f[k].p = l + a;
+			f[k++].n = i - a;
+			a = i + 1;
+			if (i == len)
+				break;
+		}
+	return k;
+}
+
+static int feq(const struct field *f, const char *s)
+{
+	unsigned long n = slen(s);
+
+	return f->n == n && (n == 0 || memcmp_(f->p, s, n) == 0);
+}
+
+/* The first line of db with at least nf fields whose field key is name (when name) or the
+ * number num: its fields in f. 1 found, 0 not. Lines of 4096 bytes or more, and comments, are
+ * skipped, as the full one does. */
+static int db_find(const char *db, int nf, int key, const char *name, unsigned num, struct field *f)
+{
+	for (const char *l = db; l && *l;) {
+		const char *e = l;
+		unsigned v;
+
+		while (*e && *e != '\n')
+			e++;
+		if ((unsigned long)(e - l) < 4096 && *l != '#' &&
+		    split(l, (unsigned long)(e - l), f, nf) >= nf &&
+		    (name ? feq(&f[key], name) : parse_id(f[key].p, f[key].n, &v) == 0 && v == num))
+			return 1;
+		l = *e ? e + 1 : 0;
+	}
+	return 0;
+}
+
+static int add_group(unsigned g)
+{
+	for (unsigned i = 0; i < who.ngroups; i++)
+		if (who.groups[i] == g)
+			return 0;
+	if (who.ngroups == MAX_GROUPS)
+		return -1;
+	who.groups[who.ngroups++] = g;
+	return 0;
+}
+
+/* Every group of /etc/group listing name as a member (below limit, when not 0). */
+static void member_groups(const char *db, const char *name, unsigned long long limit)
+{
+	struct field f[4];
+
+	for (const char *l = db; l && *l;) {
+		const char *e = l;
+		unsigned g;
+
+		while (*e && *e != '\n')
+			e++;
+		if ((unsigned long)(e - l) < 4096 && split(l, (unsigned long)(e - l), f, 4) >= 4 &&
+		    parse_id(f[2].p, f[2].n, &g) == 0 && (!limit || g < limit)) {
+			/* the members, comma-separated; empty items are no one (strtok skips them) */
+			const char *m = f[3].p, *end = f[3].p + f[3].n;
+
+			while (m < end) {
+				const char *c = m;
+
+				while (c < end && *c != ',')
+					c++;
+				if (c > m) {
+					struct field one = {m, (unsigned long)(c - m)};
+
+					if (feq(&one, name)) {
+						if (add_group(g) < 0)
+							return;
+						break;
+					}
+				}
+				m = c + 1;
+			}
+		}
+		l = *e ? e + 1 : 0;
+	}
+}
+
+/* Resolve spec into who: 0, or -1 (the full one's to do). */
+static int resolve_user(const char *spec)
+{
+	static char passwd[1 << 16], group[1 << 16], uname[256], gname[256];
+	struct field f[7], g[4];
+	const char *colon = spec;
+	unsigned long ul;
+	long lp, lg;
+	unsigned uid = 0, gid = 0;
+	int have_uid, have_gid = 0, have_pw;
+
+	while (*colon && *colon != ':')
+		colon++;
+	ul = (unsigned long)(colon - spec);
+	if (!ul || ul >= sizeof(uname) ||
+	    (*colon && (!colon[1] || slen(colon + 1) >= sizeof(gname))))
+		return -1;
+	memcpy(uname, spec, ul);
+	uname[ul] = '\0';
+	gname[0] = '\0';
+	if (*colon)
+		cat(gname, sizeof(gname), colon + 1);
+	lp = read_db("etc/passwd", passwd, sizeof(passwd));
+	lg = read_db("etc/group", group, sizeof(group));
+	if (lp == -2 || lg == -2)
+		return -1;
+	have_uid = parse_id(uname, ul, &uid) == 0;
+	have_pw = lp >= 0 && db_find(passwd, 7, have_uid ? 2 : 0, have_uid ? 0 : uname, uid, f);
+	if (!have_uid && !have_pw)
+		return -1;
+	if (have_pw) {
+		if (parse_id(f[2].p, f[2].n, &uid) < 0 || f[0].n >= sizeof(uname) ||
+		    f[5].n >= sizeof(who.home))
+			return -1;
+		have_gid = parse_id(f[3].p, f[3].n, &gid) == 0;
+		if (f[5].n && f[5].p[0] == '/') {
+			memcpy(who.home, f[5].p, f[5].n);
+			who.home[f[5].n] = '\0';
+		} else {
+			who.home[0] = '/';
+			who.home[1] = '\0';
+		}
+		memcpy(uname, f[0].p, f[0].n);
+		uname[f[0].n] = '\0';
+	} else {
+		who.home[0] = '/';
+		who.home[1] = '\0';
+	}
+	if (gname[0]) {
+		if (parse_id(gname, slen(gname), &gid) < 0 &&
+		    (lg < 0 || !db_find(group, 4, 0, gname, 0, g) ||
+		     parse_id(g[2].p, g[2].n, &gid) < 0))
+			return -1;
+	} else if (!have_gid) {
+		gid = 0; /* a uid with no passwd entry (or a bad gid there): group 0 */
+	}
+	if (st.userns && (uid >= st.id_count || gid >= st.id_count))
+		return -1;
+	who.uid = uid;
+	who.gid = gid;
+	who.ngroups = 0;
+	add_group(gid);
+	if (have_pw && lg >= 0)
+		member_groups(group, uname, st.userns ? st.id_count : 0);
+	who.on = 1;
+	return 0;
+}
+
 /* ---- --timeout: the command in a cgroup of its own, killed whole at the deadline ----
  *
  * As the full one does it (exec.c: exec_cgroup_make, dsec_exec_kill, dsec_exec_release): a
@@ -942,17 +1208,41 @@ __attribute__((noreturn)) static void full_clean(void)
 extern const struct sock_filter dsec_seccomp_builtin[];
 extern const unsigned dsec_seccomp_builtin_len;
 
+/* caps.c: dsec_caps_apply, the default set. 0 or -1. */
+static int caps_apply(void)
+{
+	struct __user_cap_header_struct ch = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct cd[2];
+	uint64_t keep = DSEC_CAPS_DEFAULT_MASK;
+
+	for (long c = 0; c < 64; c++) {
+		if (keep & (1ULL << c))
+			continue;
+		if (S5(__NR_prctl, PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+			long e = S5(__NR_prctl, PR_CAPBSET_READ, c, 0, 0, 0);
+
+			if (e < 0) /* EINVAL: beyond this kernel's capabilities */
+				break;
+			if (e != 0)
+				return -1;
+		}
+	}
+	if (S5(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		return -1;
+	cd[0].effective = cd[0].permitted = (uint32_t)keep;
+	cd[1].effective = cd[1].permitted = (uint32_t)(keep >> 32);
+	cd[0].inheritable = cd[1].inheritable = 0;
+	return S2(__NR_capset, &ch, cd) < 0 ? -1 : 0;
+}
+
 /* The command's process, right after the clone: in the sandbox's pid namespace (and cgroup on
  * v2). Any failure: a byte on errfd, exit; the parent hands over to the full one. */
 __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, char *const *argv)
 {
 	static char path[4200];
-	struct __user_cap_header_struct ch = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct cd[2];
 	struct sock_fprog prog = {(unsigned short)dsec_seccomp_builtin_len,
 				  (struct sock_filter *)dsec_seccomp_builtin};
 	unsigned long long none = 0;
-	uint64_t keep = DSEC_CAPS_DEFAULT_MASK;
 
 	S5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (st.cls && seq(st.cls, "be")) { /* resource.c: dsec_res_exec_child */
@@ -993,6 +1283,13 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	if ((errfd > 3 && S3(__NR_close_range, 3, errfd - 1, 0) < 0) ||
 	    S3(__NR_close_range, errfd + 1, ~0U, 0) < 0)
 		goto fail;
+	/* another user: the default capabilities first (setuid needs two of them), then the ids,
+	 * which clear what was left of them unless the user is root; the cwd is then looked up
+	 * as that user (exec.c: child_command) */
+	if (who.on && (caps_apply() < 0 || S2(__NR_setgroups, who.ngroups, who.groups) < 0 ||
+		       S3(__NR_setresgid, who.gid, who.gid, who.gid) < 0 ||
+		       S3(__NR_setresuid, who.uid, who.uid, who.uid) < 0))
+		goto fail;
 	if (S1(__NR_chdir, "/") < 0)
 		goto fail;
 	/* the working dir asked for, else the sandbox's, resolved inside its root as the full one
@@ -1028,25 +1325,7 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	S4(__NR_rt_sigprocmask, SIG_SETMASK_, &none, 0, 8);
 	if (S5(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		goto fail;
-	/* caps.c: dsec_caps_apply, the default set */
-	for (long c = 0; c < 64; c++) {
-		if (keep & (1ULL << c))
-			continue;
-		if (S5(__NR_prctl, PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
-			long e = S5(__NR_prctl, PR_CAPBSET_READ, c, 0, 0, 0);
-
-			if (e < 0) /* EINVAL: beyond this kernel's capabilities */
-				break;
-			if (e != 0)
-				goto fail;
-		}
-	}
-	if (S5(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-		goto fail;
-	cd[0].effective = cd[0].permitted = (uint32_t)keep;
-	cd[1].effective = cd[1].permitted = (uint32_t)(keep >> 32);
-	cd[0].inheritable = cd[1].inheritable = 0;
-	if (S2(__NR_capset, &ch, cd) < 0)
+	if (!who.on && caps_apply() < 0)
 		goto fail;
 	if (!dsec_seccomp_builtin_len || S3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
 		goto fail;
@@ -1098,6 +1377,10 @@ void front_main(long *sp)
 			opt_env[n_opt_env++] = argv[++i];
 		else if (starts(argv[i], "--env=") && n_opt_env < MAX_OPT_ENV)
 			opt_env[n_opt_env++] = argv[i] + 6;
+		else if ((seq(argv[i], "-u") || seq(argv[i], "--user")) && i + 1 < argc)
+			opt_user = argv[++i];
+		else if (starts(argv[i], "--user="))
+			opt_user = argv[i] + 7;
 		else if (seq(argv[i], "--timeout") && i + 1 < argc &&
 			 parse_duration(argv[i + 1], &opt_timeout_us) == 0)
 			i++;
@@ -1160,6 +1443,15 @@ void front_main(long *sp)
 	pidfd = (int)S2(__NR_pidfd_open, st.pid, 0);
 	if (pidfd < 0 || !holder_ok(pidfd))
 		full();
+	/* another user: -u, else the sandbox's default ("" is root) */
+	if (opt_user || (st.user && st.user[0])) {
+		if (resolve_user(opt_user ? opt_user : st.user) < 0)
+			full();
+		env_home_user[0] = '\0';
+		if (cat(env_home_user, sizeof(env_home_user), "HOME=") ||
+		    cat(env_home_user, sizeof(env_home_user), who.home) || build_env() < 0)
+			full();
+	}
 	nsflags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
 	if (!seq(st.net, "host"))
 		nsflags |= CLONE_NEWNET;
