@@ -10,18 +10,20 @@
  * What it does is what the full one does for a plain foreground exec (exec.c), step for step:
  * the holder found by pidfd and checked against its start time, the command cloned into the
  * sandbox's pid namespace (and cgroup on v2), joining its v1 cgroups and every other namespace,
- * root of its user namespace, host descriptors closed, cwd "/" or the sandbox's working dir,
- * signals reset, no_new_privs, dsec's default capabilities (caps.h) and seccomp program (compiled in at build time), the
- * sandbox's environment, argv[0] searched in its PATH inside. Signals sent to dsec-exec go to
- * the command; the exit status is the command's, 128+N when a signal killed it.
+ * root of its user namespace (or the user asked for, or the sandbox's default), host
+ * descriptors closed, cwd "/" or the sandbox's working dir, signals reset, no_new_privs, dsec's
+ * default capabilities (caps.h) and seccomp program (compiled in at build time), the sandbox's
+ * environment, argv[0] searched in its PATH inside; with --timeout, the command's own cgroup,
+ * killed whole at the deadline. Signals sent to dsec-exec go to the command; the exit status
+ * is the command's, 128+N when a signal killed it, 124 when the time was up.
  *
  * Host files as stdio are relayed through pipes, as the full one does. It hands over, before
  * doing anything that shows, whenever the request is not that plain: any other option, a state
  * it does not expect (a paused sandbox, a user it cannot resolve, a file too big for it, an
- * escape in a string it needs), a directory or O_PATH descriptor as stdio (the full one refuses it), or any
- * failure up to the command's execve (the full one then does it all again and says what
- * failed). A sandbox claimed from a warm pool is read as the full one reads it: its claim file
- * over its state.
+ * escape in a string it needs), a directory or O_PATH descriptor as stdio (the full one refuses
+ * it), or any failure up to the command's execve (the full one then does it all again and says
+ * what failed). A sandbox claimed from a warm pool is read as the full one reads it: its claim
+ * file over its state.
  * DSEC_EXEC_FAST=0 always hands over. */
 
 #include <asm/unistd.h>
