@@ -24,6 +24,10 @@
 	X(archive_entry_filetype)                                                                  \
 	X(archive_entry_free)                                                                      \
 	X(archive_entry_hardlink)                                                                  \
+	X(archive_entry_linkify)                                                                   \
+	X(archive_entry_linkresolver_free)                                                         \
+	X(archive_entry_linkresolver_new)                                                          \
+	X(archive_entry_linkresolver_set_strategy)                                                 \
 	X(archive_entry_mode)                                                                      \
 	X(archive_entry_new)                                                                       \
 	X(archive_entry_pathname)                                                                  \
@@ -43,7 +47,10 @@
 	X(archive_read_next_header)                                                                \
 	X(archive_read_next_header2)                                                               \
 	X(archive_read_open_fd)                                                                    \
-	X(archive_read_support_filter_all)                                                         \
+	X(archive_read_support_filter_bzip2)                                                       \
+	X(archive_read_support_filter_gzip)                                                        \
+	X(archive_read_support_filter_xz)                                                          \
+	X(archive_read_support_filter_zstd)                                                        \
 	X(archive_read_support_format_tar)                                                         \
 	X(archive_write_close)                                                                     \
 	X(archive_write_data)                                                                      \
@@ -67,6 +74,10 @@ static const struct {
 #define archive_entry_filetype (*la_archive_entry_filetype)
 #define archive_entry_free (*la_archive_entry_free)
 #define archive_entry_hardlink (*la_archive_entry_hardlink)
+#define archive_entry_linkify (*la_archive_entry_linkify)
+#define archive_entry_linkresolver_free (*la_archive_entry_linkresolver_free)
+#define archive_entry_linkresolver_new (*la_archive_entry_linkresolver_new)
+#define archive_entry_linkresolver_set_strategy (*la_archive_entry_linkresolver_set_strategy)
 #define archive_entry_mode (*la_archive_entry_mode)
 #define archive_entry_new (*la_archive_entry_new)
 #define archive_entry_pathname (*la_archive_entry_pathname)
@@ -86,7 +97,10 @@ static const struct {
 #define archive_read_next_header (*la_archive_read_next_header)
 #define archive_read_next_header2 (*la_archive_read_next_header2)
 #define archive_read_open_fd (*la_archive_read_open_fd)
-#define archive_read_support_filter_all (*la_archive_read_support_filter_all)
+#define archive_read_support_filter_bzip2 (*la_archive_read_support_filter_bzip2)
+#define archive_read_support_filter_gzip (*la_archive_read_support_filter_gzip)
+#define archive_read_support_filter_xz (*la_archive_read_support_filter_xz)
+#define archive_read_support_filter_zstd (*la_archive_read_support_filter_zstd)
 #define archive_read_support_format_tar (*la_archive_read_support_format_tar)
 #define archive_write_close (*la_archive_write_close)
 #define archive_write_data (*la_archive_write_data)
@@ -271,12 +285,16 @@ static struct archive *disk_writer(void)
 static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t mn)
 {
 	struct archive *d = archive_read_disk_new(), *w = archive_write_new();
-	struct archive_entry *e = archive_entry_new();
+	struct archive_entry *e = archive_entry_new(), *spare;
+	struct archive_entry_linkresolver *lr = archive_entry_linkresolver_new();
 	char buf[65536];
 	int rc, ret = -1;
 
 	archive_read_disk_set_symlink_physical(d);
 	archive_write_set_format_pax_restricted(w);
+	/* a file's second and later names go as links, without its data again */
+	if (lr)
+		archive_entry_linkresolver_set_strategy(lr, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
 	if (archive_write_open_fd(w, fd) != ARCHIVE_OK ||
 	    archive_read_disk_open(d, path) != ARCHIVE_OK) {
 		snprintf(msg, mn, "'%s': %s", path, archive_error_string(d));
@@ -288,12 +306,18 @@ static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t
 		archive_read_disk_descend(d);
 		archive_entry_set_uname(e, NULL);
 		archive_entry_set_gname(e, NULL);
+		if (lr && archive_entry_filetype(e) == AE_IFREG) {
+			struct archive_entry *x = e;
+
+			spare = NULL;
+			archive_entry_linkify(lr, &x, &spare);
+		}
 		if (archive_write_header(w, e) != ARCHIVE_OK) {
 			snprintf(msg, mn, "write stream: %s", archive_error_string(w));
 			goto out;
 		}
 		progress_add(pg, 0, 1);
-		if (archive_entry_filetype(e) == AE_IFREG)
+		if (archive_entry_filetype(e) == AE_IFREG && !archive_entry_hardlink(e))
 			while ((n = archive_read_data(d, buf, sizeof(buf))) > 0) {
 				if (archive_write_data(w, buf, (size_t)n) < 0) {
 					snprintf(msg, mn, "write stream: %s",
@@ -313,6 +337,8 @@ static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t
 	}
 	ret = 0;
 out:
+	if (lr)
+		archive_entry_linkresolver_free(lr);
 	archive_entry_free(e);
 	archive_read_free(d);
 	archive_write_free(w);
@@ -364,7 +390,12 @@ static int sandbox_unpack(void *arg)
 	}
 	r = archive_read_new();
 	w = disk_writer();
-	archive_read_support_filter_all(r);
+	/* the filters libarchive has built in: for the others (lrzip, lzop, ...) it would run a
+	 * program, here the sandbox's own */
+	archive_read_support_filter_gzip(r);
+	archive_read_support_filter_bzip2(r);
+	archive_read_support_filter_xz(r);
+	archive_read_support_filter_zstd(r);
 	archive_read_support_format_tar(r);
 	if (archive_read_open_fd(r, 0, 65536) != ARCHIVE_OK) {
 		snprintf(msg, sizeof(msg), "read stream: %s", archive_error_string(r));

@@ -124,6 +124,13 @@ static int read_xattrs(struct builder *b, struct enode *n, const char *path)
 		if (vl < 0 || sl > 255)
 			continue;
 		need = (4 + sl + (size_t)vl + 3) & ~3UL;
+		/* the entry's value size is 16 bits, the inode's count of 4-byte words too: a
+		 * longer value would be read as further entries, never write one */
+		if (vl > 0xffff || off + need > 12 + 4 * 0xfffeUL) {
+			free(buf);
+			return dsec_err_set(b->err, EFBIG, "'%s': xattrs too large for EROFS",
+					    path);
+		}
 		nb = realloc(buf, off + need);
 		if (!nb) {
 			free(buf);

@@ -126,8 +126,14 @@ static int stage_open(const struct dsec_paths *p, struct stage *st, struct dsec_
 
 	memset(st, 0, sizeof(*st));
 	st->tmp_fd = st->lock_fd = st->layer_fd = -1;
-	if (dsec_store_path(p, path, "layers") < 0 || dsec_mkdir_p(path, 0755, err) < 0 ||
-	    dsec_store_path(p, path, "tmp") < 0 || dsec_mkdir_p(path, 0700, err) < 0)
+	/* layers/ is root's alone: an unpacked tree keeps its archive's modes (a 1777 /tmp, a
+	 * setuid file with --allow-setuid), which must not be reachable by the node's users;
+	 * a store made before this was 0755 */
+	if (dsec_store_path(p, path, "layers") < 0 || dsec_mkdir_p(path, 0700, err) < 0)
+		return dsec_err_wrap(err, "store '%s'", p->root);
+	if (chmod(path, 0700) < 0)
+		return dsec_err_sys(err, "store '%s': chmod layers", p->root);
+	if (dsec_store_path(p, path, "tmp") < 0 || dsec_mkdir_p(path, 0700, err) < 0)
 		return dsec_err_wrap(err, "store '%s'", p->root);
 	dsec_layer_clean_staging(p, NULL);
 	st->tmp_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -229,8 +235,9 @@ static la_ssize_t tar_read(struct archive *a, void *arg, const void **buf)
 	pl->stream_bytes += n;
 	if (pl->stream_bytes > pl->max_bytes) {
 		pl->over_limit = 1;
-		archive_set_error(a, EFBIG, "uncompressed stream exceeds --max-bytes %llu",
-				  (unsigned long long)pl->max_bytes);
+		/* libarchive's formatter knows %jd, not %llu */
+		archive_set_error(a, EFBIG, "uncompressed stream exceeds --max-bytes %jd",
+				  (intmax_t)pl->max_bytes);
 		return -1;
 	}
 	dsec_progress(&pl->pg, "import: %.1f MiB, %llu files ",
@@ -377,6 +384,10 @@ static int build_erofs(struct stage *st, int xattrs, struct dsec_err *err)
 	if (ofd >= 0)
 		close(ofd);
 	dsec_infox("EROFS image: %llu ms", (unsigned long long)(dsec_now_us() - t0) / 1000);
+	/* a full disk stays full, and what our writer refuses (an xattr EROFS cannot hold) is
+	 * not for mkfs.erofs to write either */
+	if (r < 0 && (err->errnum == ENOSPC || err->errnum == EDQUOT || err->errnum == EFBIG))
+		return -1;
 	if (r < 0) {
 		dsec_warnx("building the EROFS image: %s; trying mkfs.erofs", err->msg);
 		r = run_mkfs_erofs(st, xattrs, err);
@@ -420,6 +431,14 @@ static json_t *record_for(const struct dsec_paths *p, const char *id, struct dse
 	if (m)
 		json_object_set_new(m, "node", json_string(dsec_node()));
 	return m;
+}
+
+static int too_many(uint64_t entries, const struct dsec_import_opts *o, struct dsec_err *err)
+{
+	if (entries <= o->max_files)
+		return 0;
+	return dsec_err_set(err, EFBIG, "more than --max-files %llu entries",
+			    (unsigned long long)o->max_files);
 }
 
 /* Publish stage/layer as layers/<hex> (losing a race to an identical import is success). */
@@ -509,22 +528,21 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		r = archive_read_next_header(pl.tar, &e);
 		if (r == ARCHIVE_EOF)
 			break;
-		if (r == ARCHIVE_RETRY)
-			continue;
-		if (r < ARCHIVE_WARN) {
+		/* a damaged header is the end: libarchive would go on looking for the next one
+		 * inside the damaged entry's data, where other readers see file contents */
+		if (r == ARCHIVE_RETRY || r < ARCHIVE_WARN) {
 			dsec_err_set(
 			    err, pl.over_limit ? EFBIG : EINVAL, "%s%s",
 			    pl.over_limit ? "" : "bad archive: ", archive_error_string(pl.tar));
 			goto out_pl;
 		}
-		if (++files > o->max_files) {
-			dsec_err_set(err, EFBIG, "more than --max-files %llu entries",
-				     (unsigned long long)o->max_files);
-			goto out_pl;
-		}
-		if (dsec_extract_entry(&x, e, err) < 0)
+		/* the directories an entry's path implies count as entries too: a name of 4 KiB
+		 * can imply 2,000 of them */
+		if (too_many(++files + x.implied, o, err) < 0 || dsec_extract_entry(&x, e, err) < 0)
 			goto out_pl;
 	}
+	if (too_many(files + x.implied, o, err) < 0)
+		goto out_pl;
 	if (pipeline_drain(&pl, hex, err) < 0 || dsec_extract_finish(&x, err) < 0)
 		goto out_pl;
 	dsec_progress_end(&pl.pg);

@@ -23,7 +23,8 @@ struct dsec_extract {
 	int allow_setuid;
 	uint64_t max_bytes, content_bytes;
 	uint64_t skipped, stripped;
-	uint64_t xattrs; /* xattrs set: none lets mkfs.erofs skip looking for them */
+	uint64_t implied; /* directories made for a path's parents, no entry of their own */
+	uint64_t xattrs;  /* xattrs set: none lets mkfs.erofs skip looking for them */
 	int warned_abs, warned_dev;
 	int cache_fd; /* last parent directory, O_PATH */
 	char cache_dir[PATH_MAX];

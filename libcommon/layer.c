@@ -185,7 +185,9 @@ static int open_dir(struct dsec_extract *x, const char *dir, int create, struct 
 		slash = strchr(s, '/');
 		if (slash)
 			*slash = '\0';
-		if (mkdirat(fd, s, 0755) < 0 && errno != EEXIST) {
+		if (mkdirat(fd, s, 0755) == 0)
+			x->implied++;
+		else if (errno != EEXIST) {
 			close(fd);
 			return dsec_err_sys(err, "'%s': mkdir", dir);
 		}
@@ -256,6 +258,11 @@ static int set_xattrs(struct dsec_extract *x, int fd, struct archive_entry *e, c
 			x->stripped++;
 			continue;
 		}
+		/* an EROFS xattr entry holds a value of at most 65535 bytes */
+		if (size > 0xffff)
+			return dsec_err_set(err, EFBIG,
+					    "'%s': xattr '%s' of %zu bytes (at most 65535)", path,
+					    name, size);
 		if (fsetxattr(fd, name, val, size, 0) < 0)
 			return dsec_err_sys(err, "'%s': set xattr '%s'", path, name);
 		x->xattrs++;
@@ -341,6 +348,12 @@ static int extract_file(struct dsec_extract *x, int pfd, const char *base, const
 			return -1;
 	}
 	while ((r = archive_read_data_block(x->ar, &buf, &n, &off)) == ARCHIVE_OK) {
+		/* a sparse map may place data anywhere: only inside the size charged above */
+		if (off < 0 || (uint64_t)n > (uint64_t)(size - off) || off > size) {
+			dsec_err_set(err, EINVAL, "'%s': data beyond the entry's size %lld", path,
+				     (long long)size);
+			goto fail;
+		}
 		if (n && write_all(fd, buf, n, off) < 0) {
 			dsec_err_sys(err, "'%s': write", path);
 			goto fail;

@@ -285,6 +285,65 @@ PY
 	import_fails --max-bytes 1G sparse.tar
 }
 
+@test "hostile: a damaged header, a sparse map past the size, implied dirs, a 64 KiB xattr" {
+	# a header with a bad checksum ends the import: libarchive would look for the next
+	# header inside the damaged entry's data, where other readers see file contents
+	python3 - <<'PY'
+import io, tarfile
+inner = io.BytesIO()
+t = tarfile.open(fileobj=inner, mode="w")
+ti = tarfile.TarInfo("hidden"); d = b"surprise"; ti.size = len(d); t.addfile(ti, io.BytesIO(d))
+t.close()
+payload = inner.getvalue()[:1024]
+out = io.BytesIO()
+t = tarfile.open(fileobj=out, mode="w")
+ti = tarfile.TarInfo("first"); ti.size = 1; t.addfile(ti, io.BytesIO(b"1"))
+ti = tarfile.TarInfo("innocent"); ti.size = len(payload); t.addfile(ti, io.BytesIO(payload))
+t.close()
+b = bytearray(out.getvalue())
+b[1024 + 148:1024 + 156] = b"0000001\0"
+open("resync.tar", "wb").write(bytes(b))
+# a sparse map putting one byte at 3 GiB of a file declared 4 KiB long
+m = ("1\n%d\n1\n" % (3 << 30)).encode().ljust(512, b"\0") + b"Z"
+ti = tarfile.TarInfo("GNUSparseFile.0/sp"); ti.size = len(m)
+ti.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                  "GNU.sparse.name": "sp", "GNU.sparse.realsize": "4096"}
+t = tarfile.open("sparse.tar", "w", format=tarfile.PAX_FORMAT); t.addfile(ti, io.BytesIO(m)); t.close()
+# 5 entries whose names imply 2,000 directories
+t = tarfile.open("deep.tar", "w", format=tarfile.PAX_FORMAT)
+for k in range(5):
+    t.addfile(tarfile.TarInfo("%d/" % k + "/".join(["d"] * 400) + "/f"), io.BytesIO(b""))
+t.close()
+# an xattr value of 65536 bytes: EROFS stores its length in 16 bits
+ti = tarfile.TarInfo("victim"); ti.type = tarfile.DIRTYPE
+ti.pax_headers = {"SCHILY.xattr.user.big": "P" * 65536}
+t = tarfile.open("xattr.tar", "w", format=tarfile.PAX_FORMAT); t.addfile(ti); t.close()
+ti = tarfile.TarInfo("victim"); ti.type = tarfile.DIRTYPE
+ti.pax_headers = {"SCHILY.xattr.user.big": "P" * 65535}
+t = tarfile.open("xattr-ok.tar", "w", format=tarfile.PAX_FORMAT); t.addfile(ti); t.close()
+PY
+	import_fails resync.tar
+	[[ "$output" == *"bad archive"* ]]
+	import_fails --max-bytes 1M sparse.tar
+	[[ "$output" == *"beyond the entry's size"* ]]
+	import_fails --max-files 1000 deep.tar
+	[[ "$output" == *max-files* ]]
+	import_fails xattr.tar
+	[[ "$output" == *"at most 65535"* ]]
+	run dsec-layer import xattr-ok.tar
+	[ "$status" -eq 0 ]
+	run in_layer "$(layer_of)" sh -c 'getfattr --absolute-names --only-values -n user.big $M/victim | wc -c'
+	[ "$output" -eq 65535 ]
+	# the layers are root's alone (a tree keeps its archive's modes, a 1777 /tmp among them)
+	[ "$(stat -c %a "$DSEC_ROOT/layers")" = 700 ]
+	chmod 755 "$DSEC_ROOT/layers"
+	dsec-layer import --name again deep.tar 2>/dev/null || true
+	[ "$(stat -c %a "$DSEC_ROOT/layers")" = 700 ]
+	# the limit says its number
+	run dsec-layer import --max-bytes 1M /dev/zero
+	[[ "$output" == *"--max-bytes 1048576"* ]]
+}
+
 @test "hostile: duplicate entries: the later one wins, a file never replaces a directory" {
 	mktar t.tar <<'PY'
 reg("f", b"first")

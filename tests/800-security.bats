@@ -252,6 +252,27 @@ rec() {
 	[ "$(cat "/proc/$(sb_pid "$ID")/root/tmp/out/dirlink/victim")" = hostsecret ]
 }
 
+@test "cp out: a file's hard links cost its data once; a stream in runs no decompressor program" {
+	dsec-exec "$ID" sh -c 'mkdir /tmp/hl; head -c 4194304 /dev/zero >/tmp/hl/f0
+		for i in 1 2 3 4 5 6 7; do ln /tmp/hl/f0 /tmp/hl/f$i; done'
+	dsec-exec cp "$ID:/tmp/hl" "$TESTDIR/hl"
+	# one copy of the data, not eight
+	[ "$(du -sk "$TESTDIR/hl" | cut -f1)" -lt 6000 ]
+	[ "$(find "$TESTDIR/hl" -type f | wc -l)" -eq 1 ]
+	[ "$(dsec-exec cp "$ID:/tmp/hl" - | wc -c)" -lt 5000000 ]
+	[ "$(dsec-exec cp "$ID:/tmp/hl" - | tar -tvf - | grep -c ' link to ')" -eq 7 ]
+	# an lrzip stream would make libarchive run "lrzip" from the sandbox's PATH
+	dsec-exec "$ID" sh -c 'printf "#!/bin/sh\ntouch /tmp/ran\n" >/bin/lrzip; chmod 755 /bin/lrzip'
+	{ printf 'LRZI\0\6'; head -c 100 /dev/zero; } >"$TESTDIR/x.lrz"
+	must_fail dsec-exec cp - "$ID:/tmp" <"$TESTDIR/x.lrz"
+	run dsec-exec "$ID" test -e /tmp/ran
+	[ "$status" -ne 0 ]
+	# control: a gzip stream, built in, unpacks
+	mkdir "$TESTDIR/g" && echo hi >"$TESTDIR/g/f"
+	tar -C "$TESTDIR/g" -czf - f | dsec-exec cp - "$ID:/tmp"
+	[ "$(dsec-exec "$ID" cat /tmp/f)" = hi ]
+}
+
 @test "reap and ps on a sandbox full of links to host paths touch nothing of the host" {
 	echo hostsecret >"$TESTDIR/victim"
 	mkdir "$TESTDIR/big"
