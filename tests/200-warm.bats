@@ -238,6 +238,33 @@ cg_read() {
 	[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -eq "$total" ]
 }
 
+@test "warm: a kill -9 of dsec-warm stops its workers; the lock is free, --orphans takes the rest" {
+	dsec-warm --image busybox --count 400 -j 4 >/dev/null 2>&1 &
+	local w=$! i
+	for ((i = 0; i < 200; i++)); do
+		[ "$(ls "$DSEC_RUN"/pools/*/ready 2>/dev/null | grep -c '^sb-')" -ge 8 ] && break
+		sleep 0.05
+	done
+	kill -9 "$w"
+	wait "$w" || true
+	sleep 0.5
+	local n1 n2
+	n1=$(ready_ids | wc -l)
+	sleep 1.5
+	n2=$(ready_ids | wc -l)
+	# no worker went on filling the pool after its parent died
+	[ "$n1" -eq "$n2" ] || { echo "pool grew $n1 -> $n2 after the kill"; return 1; }
+	[ "$n1" -lt 400 ]
+	# and none holds the pool's lock: a run that does not wait gets it
+	run timeout 30 dsec-warm --image busybox --count "$((n1 + 1))"
+	[ "$status" -eq 0 ]
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	run dsec-reap --all
+	[ "$status" -eq 0 ]
+	[ ! -d "$DSEC_RUN/sandboxes" ] || [ -z "$(ls "$DSEC_RUN/sandboxes")" ]
+}
+
 @test "reap --all removes pool sandboxes and the pools; nothing left behind" {
 	run dsec-warm --image busybox --count 3
 	pids=$(for id in $(records | jq -r .id); do
