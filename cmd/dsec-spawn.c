@@ -6,9 +6,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -519,7 +517,9 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 	fflush(NULL);
 	for (long long w = 0; w < j; w++) {
 		long long share = n / j + (w < n % j);
-		pid_t parent = getpid(), pid = fork();
+		/* a worker dies with dsec-spawn: a kill -9 of it leaves what --orphans takes,
+		 * not sandboxes still being made */
+		pid_t pid = dsec_fork_worker();
 
 		if (pid < 0) {
 			/* make the rest here */
@@ -534,10 +534,6 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 		if (pid == 0) {
 			int f = 0, r;
 
-			/* a worker dies with dsec-spawn: a kill -9 of it leaves what --orphans
-			 * takes, not sandboxes still being made */
-			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-				_exit(DSEC_EXIT_FATAL);
 			prog.on = 0; /* the parent shows the line */
 			r = spawn_serial(paths, rec, s, share, &f);
 

@@ -3,9 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,7 +182,9 @@ static int make_parallel(long long n, int jobs)
 	fflush(NULL);
 	for (int j = 0; j < jobs; j++) {
 		long long share = n / jobs + (j < n % jobs);
-		pid_t parent = getpid(), pid = fork();
+		/* a worker dies with dsec-warm: after a kill -9 no worker goes on filling the
+		 * pool or holding its lock */
+		pid_t pid = dsec_fork_worker();
 
 		if (pid < 0) {
 			dsec_errorx("%s: fork: %s", pool.key, strerror(errno));
@@ -194,10 +194,6 @@ static int make_parallel(long long n, int jobs)
 		if (pid == 0) {
 			int r;
 
-			/* a worker dies with dsec-warm: a kill -9 of it leaves what --orphans
-			 * takes and frees the pool's lock, not workers still filling the pool */
-			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-				_exit(DSEC_EXIT_FATAL);
 			prog.on = 0; /* the parent shows the line */
 			r = make_n(share);
 

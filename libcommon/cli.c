@@ -1,8 +1,11 @@
 #include "cli.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "jsonl.h"
 
@@ -72,4 +75,14 @@ int dsec_cli_exit(int status)
 		return DSEC_EXIT_FATAL;
 	}
 	return status;
+}
+
+pid_t dsec_fork_worker(void)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	/* the parent may have gone before the signal was armed */
+	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
+		_exit(DSEC_EXIT_FATAL);
+	return pid;
 }

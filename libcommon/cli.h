@@ -5,6 +5,7 @@
 
 #include <getopt.h>
 #include <jansson.h>
+#include <sys/types.h>
 
 #include "err.h"
 #include "state.h"
@@ -50,6 +51,11 @@ __attribute__((noreturn)) void dsec_fatal(const struct dsec_err *err);
 
 /* Resolve --root/--run or exit 3. */
 void dsec_cli_paths(struct dsec_cli *cli, struct dsec_paths *paths);
+
+/* fork() for a worker of a tool's -j: the child dies with the tool (SIGKILL when its parent
+ * goes, also by kill -9), so a killed tool leaves what --orphans takes, not workers going on.
+ * Returns as fork() does. */
+pid_t dsec_fork_worker(void);
 
 /* Finish: close stdout (failure → 3), else return status. */
 int dsec_cli_exit(int status);
