@@ -285,7 +285,7 @@ static struct archive *disk_writer(void)
 static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t mn)
 {
 	struct archive *d = archive_read_disk_new(), *w = archive_write_new();
-	struct archive_entry *e = archive_entry_new(), *spare;
+	struct archive_entry *e = archive_entry_new();
 	struct archive_entry_linkresolver *lr = archive_entry_linkresolver_new();
 	char buf[65536];
 	int rc, ret = -1;
@@ -307,10 +307,10 @@ static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t
 		archive_entry_set_uname(e, NULL);
 		archive_entry_set_gname(e, NULL);
 		if (lr && archive_entry_filetype(e) == AE_IFREG) {
-			struct archive_entry *x = e;
+			struct archive_entry *spare = NULL;
 
-			spare = NULL;
-			archive_entry_linkify(lr, &x, &spare);
+			/* the tar strategy changes e in place and holds nothing back */
+			archive_entry_linkify(lr, &e, &spare);
 		}
 		if (archive_write_header(w, e) != ARCHIVE_OK) {
 			snprintf(msg, mn, "write stream: %s", archive_error_string(w));

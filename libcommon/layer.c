@@ -349,7 +349,7 @@ static int extract_file(struct dsec_extract *x, int pfd, const char *base, const
 	}
 	while ((r = archive_read_data_block(x->ar, &buf, &n, &off)) == ARCHIVE_OK) {
 		/* a sparse map may place data anywhere: only inside the size charged above */
-		if (off < 0 || (uint64_t)n > (uint64_t)(size - off) || off > size) {
+		if (off < 0 || off > size || (uint64_t)n > (uint64_t)(size - off)) {
 			dsec_err_set(err, EINVAL, "'%s': data beyond the entry's size %lld", path,
 				     (long long)size);
 			goto fail;

@@ -337,7 +337,8 @@ PY
 	# the layers are root's alone (a tree keeps its archive's modes, a 1777 /tmp among them)
 	[ "$(stat -c %a "$DSEC_ROOT/layers")" = 700 ]
 	chmod 755 "$DSEC_ROOT/layers"
-	dsec-layer import --name again deep.tar 2>/dev/null || true
+	run dsec-layer import --name again deep.tar
+	[ "$status" -eq 0 ]
 	[ "$(stat -c %a "$DSEC_ROOT/layers")" = 700 ]
 	# the limit says its number
 	run dsec-layer import --max-bytes 1M /dev/zero
