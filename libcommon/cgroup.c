@@ -548,6 +548,110 @@ static int rmdir_tree(const char *dir, struct dsec_err *err)
 	return rmdir_retry(dir, err) < 0 ? -1 : rc;
 }
 
+/* Did the process pid start no later than t (CLOCK_REALTIME)? Then it is the one that had
+ * that pid at t. 0 when it started later (the pid was used again) or is gone. */
+static int started_by(pid_t pid, const struct timespec *t)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ticks = 0;
+	struct timespec real, boot;
+	long long at, start;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t len;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0 || hz <= 0)
+		return 0;
+	buf[len] = '\0';
+	/* starttime, field 22: the 20th after the ")" that ends the command's name */
+	p = strrchr(buf, ')');
+	for (i = 0; p && i < 20; i++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &ticks) != 1)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	/* t on the boot clock the start is counted on, in ns; a tick of slack */
+	at =
+	    (long long)t->tv_sec * 1000000000LL + t->tv_nsec -
+	    ((long long)(real.tv_sec - boot.tv_sec) * 1000000000LL + (real.tv_nsec - boot.tv_nsec));
+	start = (long long)(ticks * (1000000000ULL / (unsigned long long)hz));
+	return start <= at + 1000000000LL / hz;
+}
+
+/* Kill every process in an exec cgroup and remove it: cgroup.kill (v2), else freeze, SIGKILL
+ * each listed, thaw, until empty. */
+static int exec_cg_kill(const char *dir, int v2, int freezer, struct dsec_err *err)
+{
+	int used_kill = v2 && write_str(dir, "cgroup.kill", "1", NULL) == 0;
+
+	for (int i = 0; i < 5000; i++) {
+		char ev[256];
+		int n;
+
+		if (used_kill) {
+			n = read_small(dir, "cgroup.events", ev, sizeof(ev)) < 0
+				? 0
+				: strstr(ev, "populated 1") != NULL;
+		} else {
+			if (freezer)
+				write_str(dir, "freezer.state", "FROZEN", NULL);
+			n = kill_listed(dir);
+			if (freezer)
+				write_str(dir, "freezer.state", "THAWED", NULL);
+		}
+		if (n <= 0)
+			break;
+		sleep_us(i < 100 ? 100 : 1000);
+	}
+	return rmdir_retry(dir, err);
+}
+
+int dsec_cgroup_exec_orphans(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	int n = 0, rc = 0;
+
+	/* v2: below the sandbox's cgroup; v1: below its freezer cgroup, else its pids one */
+	for (int c = 0; c < DSEC_CG_NCTRL; c++) {
+		const char *dir = sb->cg.version == 2 ? sb->cg.v2 : sb->cg.v1[c];
+		struct dirent *de;
+		DIR *d;
+
+		if (sb->cg.version != 2 && (sb->cg.version != 1 || !dir[0]))
+			continue;
+		if ((d = opendir(dir))) {
+			while ((de = readdir(d))) {
+				char sub[PATH_MAX];
+				struct stat st;
+				unsigned seq;
+				int pid;
+
+				if (de->d_type != DT_DIR ||
+				    sscanf(de->d_name, "exec-%d-%u", &pid, &seq) != 2 || pid <= 0)
+					continue;
+				snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+				if (stat(sub, &st) < 0 || started_by((pid_t)pid, &st.st_mtim))
+					continue; /* its dsec-exec still runs */
+				if (exec_cg_kill(sub, sb->cg.version == 2, c == DSEC_CG_FREEZER,
+						 err) < 0)
+					rc = -1;
+				else
+					n++;
+			}
+			closedir(d);
+		}
+		if (sb->cg.version == 2)
+			break;
+	}
+	return rc < 0 ? -1 : n;
+}
+
 int dsec_cgroup_remove(const struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	int rc = 0;

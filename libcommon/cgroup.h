@@ -69,6 +69,11 @@ int dsec_cgroup_kill(const struct dsec_sandbox *sb, struct dsec_err *err);
  * missing dirs. 0 or -1. */
 int dsec_cgroup_remove(const struct dsec_sandbox *sb, struct dsec_err *err);
 
+/* The per-exec cgroups (exec-PID-N, exec.c) below sb's whose dsec-exec is gone (killed before
+ * it could remove them): every process in each is killed and the cgroup removed. A dsec-exec
+ * that still runs keeps its own. Returns how many were removed, or -1 (err set). */
+int dsec_cgroup_exec_orphans(const struct dsec_sandbox *sb, struct dsec_err *err);
+
 /* Freeze (pause) or thaw every process of the sandbox: cgroup.freeze on v2, the freezer
  * controller's freezer.state on v1. Freezing waits (bounded, 2 s) until every task stopped.
  * 0 or -1. */

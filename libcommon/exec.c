@@ -366,6 +366,14 @@ int dsec_exec_policy(const char *seccomp_profile, struct dsec_err *err)
 	return dsec_seccomp_prepare(seccomp_profile, &policy_sc, err);
 }
 
+/* Has the other end of the sync socket closed (its process died)? */
+static int caller_gone(int sock)
+{
+	struct pollfd p = {.fd = sock};
+
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+}
+
 /* The command's process: in every namespace of the sandbox, in its cgroup. */
 __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 {
@@ -429,6 +437,11 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		dsec_err_sys(&err, "set no_new_privs");
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
+	/* The command dies with its dsec-exec (a kill -9 of it included), which alone enforces
+	 * its timeout and collects its output: set after the ids changed (that clears it), and
+	 * then the caller's end of the sync socket must still be open, or it died before. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || caller_gone(c->sock))
+		_exit(125);
 	/* last before exec: the filter denies what setting up needed */
 	if ((!u && dsec_caps_apply(policy_caps, &err) < 0) ||
 	    dsec_seccomp_apply(policy_sc, &err) < 0)
@@ -684,9 +697,15 @@ static int exec_cgroup_make(struct dsec_exec_target *t, struct dsec_exec_proc *p
 	if (!par)
 		return 0; /* no cgroup to kill by: only the command itself gets killed */
 	snprintf(pr->cgpar, sizeof(pr->cgpar), "%s", par);
-	snprintf(pr->cg, sizeof(pr->cg), "%s/exec-%d-%u", par, (int)getpid(), ++seq);
-	if (mkdir(pr->cg, 0755) < 0)
-		return dsec_err_sys(err, "%s: mkdir '%s'", t->sb.id, pr->cg);
+	/* one of the name there already: a killed dsec-exec's that had our pid (dsec-reap
+	 * --orphans ends it) */
+	for (;;) {
+		snprintf(pr->cg, sizeof(pr->cg), "%s/exec-%d-%u", par, (int)getpid(), ++seq);
+		if (mkdir(pr->cg, 0755) == 0)
+			break;
+		if (errno != EEXIST || seq % 1000 == 0)
+			return dsec_err_sys(err, "%s: mkdir '%s'", t->sb.id, pr->cg);
+	}
 	pr->cgver = t->sb.cg.version;
 	return 0;
 }

@@ -1169,8 +1169,14 @@ static int orphan_state(const char *id, void *ctx)
 		return orphan_remove(o, id);
 	/* pending: created, but the spawn died before it handed the sandbox out */
 	orphan = !dsec_sandbox_alive(&sb) || state_pending(o->p, id);
-	if (!orphan)
+	if (!orphan) {
 		orphan_note_cgroup(o, &sb);
+		/* a live sandbox: what a killed dsec-exec left running in it */
+		if (dsec_cgroup_exec_orphans(&sb, &e) < 0) {
+			*o->err = e;
+			o->failed = 1;
+		}
+	}
 	dsec_sandbox_free(&sb);
 	return orphan ? orphan_remove(o, id) : 0;
 }

@@ -397,3 +397,65 @@ EOF
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 	[ ! -e "$cg" ] || { echo "left: $(ls -R "$cg")"; return 1; }
 }
+
+# Is a process whose command line is exactly "$2" running in sandbox $1? (its own ps)
+sb_runs() {
+	dsec-exec "$1" -- ps -o args | grep -qx "$2"
+}
+
+# Wait up to 5 s for "sb_runs $1 $2" to become false.
+sb_stops() {
+	local i
+	for i in $(seq 50); do
+		sb_runs "$1" "$2" || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+@test "reap: kill -9 of dsec-exec: its command dies with it; --orphans ends what a timed one started, not a live one's" {
+	id=$(dsec-spawn --image busybox | jq -r .id)
+	cg=$(jq -r '.cgroup | if .version == 2 then .path else (.paths.freezer // .paths.pids) end' "$DSEC_RUN/sandboxes/$id/sandbox.json")
+	# no timeout (the front's path), a timed one (the full one's), a timed record: each killed
+	dsec-exec "$id" -- sh -c 'exec sleep 1001' &
+	p1=$!
+	dsec-exec --timeout 60 "$id" -- sh -c 'sleep 1002 & exec sleep 1003' &
+	p2=$!
+	echo "{\"id\":\"$id\"}" | dsec-exec --timeout 60 -- sh -c 'sleep 1004 & exec sleep 1005' >/dev/null &
+	p3=$!
+	for a in "sleep 1001" "sleep 1003" "sleep 1005"; do
+		for i in $(seq 50); do sb_runs "$id" "$a" && break; sleep 0.1; done
+		sb_runs "$id" "$a"
+	done
+	[ "$(find "$cg" -maxdepth 1 -name 'exec-*' | wc -l)" -eq 2 ]
+	kill -9 "$p1" "$p2" "$p3"
+	wait "$p1" "$p2" "$p3" || true
+	for a in "sleep 1001" "sleep 1003" "sleep 1005"; do sb_stops "$id" "$a"; done
+	# what the timed ones started in the background outlives them, in their cgroups
+	sb_runs "$id" "sleep 1002"
+	sb_runs "$id" "sleep 1004"
+	# a live dsec-exec's timed command, and a stray exec cgroup whose pid is no process
+	dsec-exec --timeout 4 "$id" -- sleep 1006 &
+	p4=$!
+	for i in $(seq 50); do sb_runs "$id" "sleep 1006" && break; sleep 0.1; done
+	stray="$cg/exec-99999999-1"
+	mkdir "$stray"
+	sleep 1000 &
+	sp=$!
+	echo "$sp" >"$stray/cgroup.procs"
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[ -z "$output" ] # the sandbox is no orphan
+	sb_stops "$id" "sleep 1002"
+	sb_stops "$id" "sleep 1004"
+	for i in $(seq 50); do gone "$sp" && break; sleep 0.1; done
+	gone "$sp"
+	[ ! -e "$stray" ]
+	sb_runs "$id" "sleep 1006"
+	[ "$(find "$cg" -maxdepth 1 -name 'exec-*' | wc -l)" -eq 1 ]
+	st=0
+	wait "$p4" || st=$?
+	[ "$st" -eq 124 ] || { echo "timed exec: $st"; false; }
+	[ "$(find "$cg" -maxdepth 1 -name 'exec-*' | wc -l)" -eq 0 ]
+	dsec-exec "$id" -- true
+}

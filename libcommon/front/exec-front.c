@@ -1327,6 +1327,18 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	S4(__NR_rt_sigprocmask, SIG_SETMASK_, &none, 0, 8);
 	if (S5(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		goto fail;
+	/* dies with us (exec.c: child_command), once the ids are set (that clears it); a pipe
+	 * whose reader is gone reports an error: we died before */
+	{
+		struct {
+			int fd;
+			short events, revents;
+		} pf = {errfd, 0, 0};
+
+		if (S5(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL_, 0, 0, 0) < 0 ||
+		    (S3(__NR_poll, &pf, 1, 0) > 0 && (pf.revents & 8 /* POLLERR */)))
+			sys_exit(125);
+	}
 	if (!who.on && caps_apply() < 0)
 		goto fail;
 	if (!dsec_seccomp_builtin_len || S3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
