@@ -15,6 +15,7 @@
 #include "resource.h"
 #include "sandbox.h"
 #include "state.h"
+#include "store.h"
 
 static const char usage[] =
     "Usage: dsec-warm --image IMAGE --count N [OPTION]...\n"
@@ -147,8 +148,9 @@ static int make_n(long long n)
 		dsec_progress(&prog, "%ld of %lld sandboxes made ", *made, total);
 		if (r < 0) {
 			dsec_err_print(&err);
-			if (err.errnum == ENOSPC)
-				return 1; /* the node is full: no use trying the rest */
+			/* the node is full, or the image went: no use trying the rest */
+			if (err.errnum == ENOSPC || err.errnum == ENOENT)
+				return 1;
 			status = 1;
 			continue;
 		}
@@ -267,6 +269,30 @@ static long long recycle(uint64_t max_age)
 	if (old)
 		dsec_infox("%s: recycled %lld ready sandboxes older than --max-age", pool.key, old);
 	return left;
+}
+
+/* An image that is not in the store fails the run before a pool entry is made for it: one
+ * line and one error record, not one per sandbox wanted. */
+static int image_missing(const char *image)
+{
+	struct dsec_image *img = malloc(sizeof(*img));
+	struct dsec_err err = {0};
+	json_t *rec;
+	int r;
+
+	if (!img)
+		return 0; /* dsec_pool_make says it again */
+	r = dsec_image_resolve(&paths, image, img, &err);
+	free(img);
+	if (r == 0 || err.errnum != ENOENT)
+		return 0;
+	dsec_err_print(&err);
+	rec = dsec_jsonl_error_record(&err, "dsec-warm");
+	json_object_set_new(rec, "image", json_string(image));
+	json_object_set_new(rec, "pool", json_string(pool.key));
+	dsec_jsonl_emit(rec, NULL);
+	json_decref(rec);
+	return 1;
 }
 
 static int list_one(const struct dsec_pool *p, void *ctx)
@@ -411,6 +437,10 @@ int main(int argc, char **argv)
 	runlock = dsec_run_lock(&paths, 0, &err);
 	if (runlock < 0)
 		dsec_fatal(&err);
+	if (!drain_opt && image_missing(image)) {
+		close(runlock);
+		return dsec_cli_exit(DSEC_EXIT_FAILED);
+	}
 	if (dsec_pool_save(&pool, &err) < 0)
 		dsec_fatal(&err);
 	plock = dsec_pool_lock(&pool, wait, &err);
@@ -472,6 +502,8 @@ int main(int argc, char **argv)
 		dsec_infox("%s: made %lld, %lld ready", pool.key, allowed, ready + allowed);
 	}
 	close(plock);
+	/* a run that made nothing leaves no empty pool entry behind (dsec-ps would list it) */
+	dsec_pool_remove_if_empty(&pool, NULL);
 	close(runlock);
 	return dsec_cli_exit(status);
 }

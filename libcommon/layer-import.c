@@ -545,6 +545,8 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		goto out_pl;
 	if (pipeline_drain(&pl, hex, err) < 0 || dsec_extract_finish(&x, err) < 0)
 		goto out_pl;
+	if (o->stream_done && o->stream_done(o->stream_ctx, err) < 0)
+		goto out_pl;
 	dsec_progress_end(&pl.pg);
 	dsec_infox("sha256:%s: extracted %llu entries in %llu ms", hex, (unsigned long long)files,
 		   (unsigned long long)(dsec_now_us() - pl.t0) / 1000);

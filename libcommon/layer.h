@@ -26,6 +26,11 @@ struct dsec_import_opts {
 	uint64_t max_files; /* bound on the number of entries */
 	int format_dir;     /* keep an unpacked tree instead of building EROFS */
 	int progress;       /* progress line on stderr (a terminal) for imports over a second */
+	/* Asked once the stream has been read to its end, before anything is published: whoever
+	 * writes the stream (a directory's walker) says whether it sent all of it. NULL: it did.
+	 * 0, or -1 with err set. */
+	int (*stream_done)(void *ctx, struct dsec_err *err);
+	void *stream_ctx;
 };
 
 /* Called once per record an import produces (each layer, then an image for OCI and docker

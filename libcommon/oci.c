@@ -465,6 +465,12 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 		return dsec_err_sys(w->err, "'%s': stat", rel);
 	if (w->upper && (rc = tw_upper_special(w, name, rel, &st)) != 0)
 		return rc < 0 ? -1 : 0;
+	/* a socket is an endpoint of a live program, not content: tar cannot hold one, and a
+	 * rootfs needs none (an import skips device nodes and fifos as well) */
+	if (S_ISSOCK(st.st_mode)) {
+		dsec_warnx("'%s': socket skipped", rel);
+		return 0;
+	}
 	rc = -1;
 	archive_entry_clear(e);
 	archive_entry_copy_pathname(e, rel);
@@ -603,8 +609,8 @@ static int tw_dir(struct tw *w, int dfd, const char *rel, int depth)
 		if (rc == 0) {
 			if (snprintf(path, PATH_MAX, "%s%s%s", strcmp(rel, "./") ? rel : "",
 				     strcmp(rel, "./") ? "/" : "", names[i]) >= PATH_MAX)
-				rc = dsec_err_set(w->err, ENAMETOOLONG, "'%s/%s': too long", rel,
-						  names[i]);
+				rc = dsec_err_set(w->err, ENAMETOOLONG,
+						  "'%.80s...': path over %d bytes", rel, PATH_MAX);
 			else
 				rc = tw_entry(w, dfd, names[i], path);
 		}
@@ -665,22 +671,48 @@ int dsec_tar_upper_write(int dirfd, int fd, const struct dsec_tar_upper *u, stru
 	return tar_write(dirfd, fd, 0, u, err);
 }
 
+/* The walker feeding an import: its exit says whether the stream was all of the tree. */
+struct walker {
+	pid_t pid;
+	int status;
+};
+
+static int walker_wait(struct walker *wk)
+{
+	while (wk->pid > 0 && waitpid(wk->pid, &wk->status, 0) < 0) {
+		if (errno != EINTR) {
+			wk->status = -1;
+			break;
+		}
+	}
+	wk->pid = 0;
+	return WIFEXITED(wk->status) && WEXITSTATUS(wk->status) == 0 ? 0 : -1;
+}
+
+static int walker_done(void *ctx, struct dsec_err *err)
+{
+	if (walker_wait(ctx) < 0)
+		return dsec_err_set(err, EIO, "reading the directory failed");
+	return 0;
+}
+
 static int tar_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
 		      const struct dsec_tar_upper *u, dsec_import_cb cb, void *arg,
 		      struct dsec_err *err)
 {
-	int pfd[2], rc, status;
-	pid_t pid;
+	struct dsec_import_opts o2 = *o;
+	struct walker wk = {0, 0};
+	int pfd[2], rc;
 
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return dsec_err_sys(err, "pipe");
-	pid = fork();
-	if (pid < 0) {
+	wk.pid = fork();
+	if (wk.pid < 0) {
 		close(pfd[0]);
 		close(pfd[1]);
 		return dsec_err_sys(err, "fork");
 	}
-	if (pid == 0) {
+	if (wk.pid == 0) {
 		struct dsec_err e2;
 
 		close(pfd[0]);
@@ -692,11 +724,13 @@ static int tar_import(const struct dsec_paths *p, const struct dsec_import_opts 
 		_exit(0);
 	}
 	close(pfd[1]);
-	rc = dsec_layer_import_fd(p, o, pfd[0], 0, cb, arg, err);
+	/* the layer is published only once the walker has said the stream was whole: a tree it
+	 * could not read to the end must not become a layer (and a record) first */
+	o2.stream_done = walker_done;
+	o2.stream_ctx = &wk;
+	rc = dsec_layer_import_fd(p, &o2, pfd[0], 0, cb, arg, err);
 	close(pfd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+	if (walker_wait(&wk) < 0 && rc == 0)
 		rc = dsec_err_set(err, EIO, "reading the directory failed");
 	return rc;
 }

@@ -137,6 +137,31 @@ PY
 	[ "${lines[3]}" = empty ]
 }
 
+@test "a directory: a socket in it is skipped; a tree it cannot read to the end publishes nothing" {
+	mkdir -p d/run
+	echo one >d/a
+	python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("d/run/sock")'
+	run dsec-layer import d
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[[ "$output" == *"'run/sock': socket skipped"* ]]
+	json_is "$(records)" .files 3
+	rm -rf "$DSEC_ROOT/layers" d
+	# a path past PATH_MAX stops the walk after some entries were sent: no layer, one error
+	python3 -c '
+import os
+os.mkdir("d"); os.chdir("d"); open("first", "w").write("x")
+for i in range(25):
+    os.mkdir("x" * 200); os.chdir("x" * 200)
+open("f", "w").write("y")'
+	must_fail dsec-layer import d
+	[ "$status" -eq 1 ]
+	[ "$(records | wc -l)" -eq 1 ]
+	[[ "$(records | jq -r .error.msg)" == *"reading the directory failed"* ]]
+	[[ "$output" == *"path over 4096 bytes"* ]]
+	no_partial_layer
+	rm -rf d
+}
+
 @test "export of a gzip-imported layer is zstd and hashes to the id" {
 	mktar a.tar <<'PY'
 reg("f", b"data")

@@ -153,6 +153,22 @@ cg_read() {
 	[ "$(ready_count)" -eq 2 ]
 }
 
+@test "warm: an unknown image is one error and one error record, and leaves no pool" {
+	run dsec-warm --image nosuch --count 50 -j 4
+	[ "$status" -eq 1 ]
+	[ "$(grep -c 'error:' <<<"$output")" -eq 1 ]
+	[[ "$output" == *"image 'nosuch': no such image"* ]]
+	[ "$(records | wc -l)" -eq 1 ]
+	json_is "$(records)" .image nosuch
+	json_is "$(records)" .error.errno 2
+	[ -z "$(ls -A "$DSEC_RUN/pools" 2>/dev/null)" ]
+	[ "$(dsec-warm --list | wc -l)" -eq 0 ]
+	# a run that could make nothing (the node full) leaves no empty pool either
+	run dsec-warm --image busybox --count 2 --min-free 900T
+	[ "$status" -eq 1 ]
+	[ "$(dsec-warm --list | wc -l)" -eq 0 ]
+}
+
 @test "claim: dsec-spawn takes warm sandboxes first, cold when the pool is empty" {
 	run dsec-warm --image busybox --count 2
 	pool=$(records | jq -r .id | sort)
