@@ -46,6 +46,7 @@ struct pipeline {
 	unsigned char *inbuf;
 	struct archive *raw, *tar;
 	EVP_MD_CTX *md;
+	EVP_MD_CTX *blob_md; /* of the input as read, when its digest is known */
 	int raw_eof;
 	uint64_t stream_bytes, max_bytes;
 	int over_limit;
@@ -191,6 +192,8 @@ static la_ssize_t raw_read(struct archive *a, void *arg, const void **buf)
 		archive_set_error(a, errno, "read input: %s", strerror(errno));
 		return -1;
 	}
+	if (n > 0 && pl->blob_md)
+		EVP_DigestUpdate(pl->blob_md, pl->inbuf, (size_t)n);
 	if (n > 0 && pl->src_fd >= 0) {
 		const unsigned char *p = pl->inbuf;
 		size_t left = (size_t)n;
@@ -254,12 +257,14 @@ static void pipeline_free(struct pipeline *pl)
 		archive_read_free(pl->raw);
 	if (pl->md)
 		EVP_MD_CTX_free(pl->md);
+	if (pl->blob_md)
+		EVP_MD_CTX_free(pl->blob_md);
 	free(pl->inbuf);
 	memset(pl, 0, sizeof(*pl));
 }
 
 static int pipeline_open(struct pipeline *pl, int in_fd, int src_fd, uint64_t max_bytes,
-			 int with_tar, struct dsec_err *err)
+			 int with_tar, int hash_input, struct dsec_err *err)
 {
 	struct archive_entry *e;
 	int r;
@@ -274,6 +279,9 @@ static int pipeline_open(struct pipeline *pl, int in_fd, int src_fd, uint64_t ma
 	pl->tar = archive_read_new();
 	if (!pl->inbuf || !pl->md || !pl->raw || !pl->tar ||
 	    !EVP_DigestInit_ex(pl->md, EVP_sha256(), NULL))
+		return dsec_err_set(err, ENOMEM, "out of memory");
+	if (hash_input && (!(pl->blob_md = EVP_MD_CTX_new()) ||
+			   !EVP_DigestInit_ex(pl->blob_md, EVP_sha256(), NULL)))
 		return dsec_err_set(err, ENOMEM, "out of memory");
 	/* the decompressors libarchive has built in; never external programs */
 	archive_read_support_filter_gzip(pl->raw);
@@ -319,6 +327,30 @@ static int pipeline_drain(struct pipeline *pl, char hex[65], struct dsec_err *er
 	EVP_DigestFinal_ex(pl->md, md, &mdlen);
 	for (unsigned i = 0; i < 32; i++)
 		sprintf(hex + 2 * i, "%02x", md[i]);
+	return 0;
+}
+
+/* The input hashes to want ("sha256:<hex>"), what follows the compressed stream included. */
+static int pipeline_check_blob(struct pipeline *pl, const char *want, struct dsec_err *err)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	char got[65];
+	ssize_t n;
+
+	while ((n = read(pl->in_fd, pl->inbuf, IN_BUF)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return dsec_err_sys(err, "read input");
+		EVP_DigestUpdate(pl->blob_md, pl->inbuf, (size_t)n);
+	}
+	EVP_DigestFinal_ex(pl->blob_md, md, &mdlen);
+	for (unsigned i = 0; i < 32; i++)
+		sprintf(got + 2 * i, "%02x", md[i]);
+	if (strcmp(got, want + 7))
+		return dsec_err_set(err, EINVAL,
+				    "blob is sha256:%.12s..., its digest says %.19s...", got, want);
 	return 0;
 }
 
@@ -442,7 +474,7 @@ static int too_many(uint64_t entries, const struct dsec_import_opts *o, struct d
 }
 
 /* Publish stage/layer as layers/<hex> (losing a race to an identical import is success). */
-static int publish(const struct dsec_paths *p, struct stage *st, const char *hex,
+static int publish(const struct dsec_paths *p, struct stage *st, const char *hex, int *published,
 		   struct dsec_err *err)
 {
 	char from[PATH_MAX], to[PATH_MAX], lock[PATH_MAX];
@@ -456,6 +488,8 @@ static int publish(const struct dsec_paths *p, struct stage *st, const char *hex
 	if (lfd < 0)
 		return -1;
 	r = rename(from, to);
+	if (r == 0 && published)
+		*published = 1;
 	if (r < 0 && (errno == EEXIST || errno == ENOTEMPTY))
 		r = 0;
 	else if (r < 0)
@@ -513,8 +547,9 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		dsec_err_sys(err, "create source copy");
 		goto out;
 	}
-	if (pipeline_open(&pl, fd, src_fd, o->max_bytes, 1, err) < 0)
+	if (pipeline_open(&pl, fd, src_fd, o->max_bytes, 1, !!o->blob_digest, err) < 0)
 		goto out_pl;
+
 	dsec_progress_start(&pl.pg, o->progress);
 	pl.t0 = dsec_now_us();
 	pl.files = &files;
@@ -546,6 +581,8 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 	if (pipeline_drain(&pl, hex, err) < 0 || dsec_extract_finish(&x, err) < 0)
 		goto out_pl;
 	if (o->stream_done && o->stream_done(o->stream_ctx, err) < 0)
+		goto out_pl;
+	if (o->blob_digest && pipeline_check_blob(&pl, o->blob_digest, err) < 0)
 		goto out_pl;
 	dsec_progress_end(&pl.pg);
 	dsec_infox("sha256:%s: extracted %llu entries in %llu ms", hex, (unsigned long long)files,
@@ -595,7 +632,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 			   (unsigned long long)(dsec_now_us() - pl.t0) / 1000);
 	}
 	if (write_meta(&st, id, o, x.content_bytes, files, x.skipped, dirfmt, err) < 0 ||
-	    publish(p, &st, hex, err) < 0)
+	    publish(p, &st, hex, o->published, err) < 0)
 		goto out_pl;
 done:
 	rec = record_for(p, id, err);
@@ -757,7 +794,7 @@ int dsec_layer_export(const struct dsec_paths *p, const char *id, int fd, struct
 	}
 	lseek(in, 0, SEEK_SET);
 	z = ZSTD_createCCtx();
-	if (pipeline_open(&pl, in, -1, UINT64_MAX, 0, err) < 0)
+	if (pipeline_open(&pl, in, -1, UINT64_MAX, 0, 0, err) < 0)
 		goto out;
 	for (;;) {
 		la_ssize_t n = tar_read(pl.raw, &pl, &buf);

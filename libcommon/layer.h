@@ -31,6 +31,12 @@ struct dsec_import_opts {
 	 * 0, or -1 with err set. */
 	int (*stream_done)(void *ctx, struct dsec_err *err);
 	void *stream_ctx;
+	/* "sha256:<hex>" the input itself (before decompression) must hash to, all of it read:
+	 * an OCI blob's digest. NULL: not checked. */
+	const char *blob_digest;
+	/* Set to 1 when this import added the layer to the store (it was not there before), so
+	 * an import of several layers that fails later can take back what it added. */
+	int *published;
 };
 
 /* Called once per record an import produces (each layer, then an image for OCI and docker

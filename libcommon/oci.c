@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <openssl/evp.h>
 #include <search.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,8 +45,33 @@ static int open_beneath(int dirfd, const char *path, struct dsec_err *err)
 	return fd;
 }
 
+static json_t *read_json_blob(int dirfd, const char *path, const char *digest,
+			      struct dsec_err *err);
+
 static json_t *read_json(int dirfd, const char *path, struct dsec_err *err)
 {
+	return read_json_blob(dirfd, path, NULL, err);
+}
+
+/* Does buf hash to digest ("sha256:<hex>")? */
+static int digest_ok(const char *buf, size_t len, const char *digest)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	char hex[65];
+
+	if (!EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL))
+		return 0;
+	for (unsigned i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+	return !strcmp(hex, digest + 7);
+}
+
+/* A JSON file of the archive; with digest, its bytes must hash to it (an OCI blob, a docker
+ * config named by its hash). */
+static json_t *read_json_blob(int dirfd, const char *path, const char *digest, struct dsec_err *err)
+{
+	size_t len = 0;
 	int fd = open_beneath(dirfd, path, err);
 	char *buf = NULL;
 	json_error_t je;
@@ -54,7 +80,7 @@ static json_t *read_json(int dirfd, const char *path, struct dsec_err *err)
 	if (fd < 0)
 		return NULL;
 	{
-		size_t cap = 65536, len = 0;
+		size_t cap = 65536;
 		ssize_t n;
 
 		buf = malloc(cap + 1);
@@ -80,7 +106,12 @@ static json_t *read_json(int dirfd, const char *path, struct dsec_err *err)
 		dsec_err_set(err, EFBIG, "'%s': unreadable or too big", path);
 		return NULL;
 	}
-	j = json_loads(buf, 0, &je);
+	if (digest && !digest_ok(buf, len, digest)) {
+		free(buf);
+		dsec_err_set(err, EINVAL, "'%s': its content does not match its digest", path);
+		return NULL;
+	}
+	j = json_loadb(buf, len, 0, &je);
 	free(buf);
 	if (!j)
 		dsec_err_set(err, EINVAL, "'%s': line %d: %s", path, je.line, je.text);
@@ -120,6 +151,24 @@ static int blob_path(const char *digest, char *out, size_t outsz, struct dsec_er
 	return 0;
 }
 
+/* A docker-save member named by its content's hash ("blobs/sha256/<hex>", as docker 25 and
+ * later write, or "<hex>.json" for a config): its digest into dg (80 bytes). 1, or 0 when its
+ * name says nothing (an older archive's "<v1 id>/layer.tar"). */
+static int docker_digest(const char *path, char *dg)
+{
+	const char *hex = NULL;
+	size_t n = strlen(path);
+
+	if (!strncmp(path, "blobs/sha256/", 13) && n == 13 + 64)
+		hex = path + 13;
+	else if (n == 64 + 5 && !strcmp(path + 64, ".json"))
+		hex = path;
+	if (!hex)
+		return 0;
+	snprintf(dg, 80, "sha256:%.64s", hex);
+	return dsec_layer_id_ok(dg);
+}
+
 static int is_index(json_t *desc)
 {
 	const char *mt = json_string_value(json_object_get(desc, "mediaType"));
@@ -145,11 +194,14 @@ static json_t *pick(json_t *manifests)
 	return json_array_get(manifests, 0);
 }
 
+/* The layers of an image being imported. Their records go out only once the image is made:
+ * an import that fails at its third layer, or at the config's check, prints no layer of it and
+ * takes back from the store the layers it added. */
 struct collect {
-	dsec_import_cb cb;
-	void *arg;
 	const char *ids[DSEC_MAX_LAYERS];
 	char store[DSEC_MAX_LAYERS][80];
+	json_t *recs[DSEC_MAX_LAYERS];
+	int published[DSEC_MAX_LAYERS]; /* this import added the layer */
 	unsigned n;
 };
 
@@ -158,12 +210,31 @@ static int collect_cb(json_t *rec, void *arg, struct dsec_err *err)
 	struct collect *c = arg;
 	const char *id = json_string_value(json_object_get(rec, "layer"));
 
-	if (id && c->n < DSEC_MAX_LAYERS) {
-		snprintf(c->store[c->n], sizeof(c->store[0]), "%s", id);
-		c->ids[c->n] = c->store[c->n];
-		c->n++;
+	if (!id || c->n >= DSEC_MAX_LAYERS)
+		return dsec_err_set(err, EINVAL, "layer %u: no record", c->n);
+	snprintf(c->store[c->n], sizeof(c->store[0]), "%s", id);
+	c->ids[c->n] = c->store[c->n];
+	c->recs[c->n] = json_incref(rec);
+	c->n++;
+	return 0;
+}
+
+/* After a failure: remove the layers this import added that no image has taken since. */
+static void collect_undo(const struct dsec_paths *p, struct collect *c)
+{
+	for (unsigned i = 0; i < c->n; i++) {
+		json_t *rec = NULL;
+
+		if (c->published[i] && dsec_store_rm(p, c->ids[i], 0, &rec, NULL) == 0)
+			dsec_infox("%s: removed, its image was not imported", c->ids[i]);
+		json_decref(rec);
 	}
-	return c->cb ? c->cb(rec, c->arg, err) : 0;
+}
+
+static void collect_free(struct collect *c)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		json_decref(c->recs[i]);
 }
 
 static const char *kind_at(const struct dsec_import_opts *o, size_t i, size_t n)
@@ -178,11 +249,11 @@ static const char *kind_at(const struct dsec_import_opts *o, size_t i, size_t n)
 int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
 		    int kind, dsec_import_cb cb, void *arg, struct dsec_err *err)
 {
-	struct collect c = {.cb = cb, .arg = arg};
+	struct collect c = {.n = 0};
 	json_t *top = NULL, *man = NULL, *layers, *v, *rec = NULL;
 	char path[PATH_MAX], name[DSEC_NAME_MAX + 1] = "";
-	const char *tag = NULL, *cfg_path = NULL;
-	char cfgbuf[PATH_MAX];
+	const char *tag = NULL, *cfg_path = NULL, *cfg_digest = NULL;
+	char cfgbuf[PATH_MAX], cfgdg[80];
 	json_t *cfg = NULL, *diff_ids, *runcfg = NULL;
 	size_t i, n;
 	int rc = -1;
@@ -196,6 +267,8 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		tag = json_string_value(json_array_get(json_object_get(man, "RepoTags"), 0));
 		layers = json_object_get(man, "Layers");
 		cfg_path = json_string_value(json_object_get(man, "Config"));
+		if (cfg_path && docker_digest(cfg_path, cfgdg))
+			cfg_digest = cfgdg;
 	} else {
 		json_t *desc;
 		int depth = 0;
@@ -219,7 +292,7 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 				goto out;
 			if (!name[0] && !tag)
 				snprintf(name, sizeof(name), "oci-%.12s", dg + 7);
-			man = read_json(dirfd, path, err);
+			man = read_json_blob(dirfd, path, dg, err);
 			if (!man)
 				goto out;
 			if (!is_index(desc) && !json_object_get(man, "manifests"))
@@ -231,10 +304,12 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 			desc = pick(json_object_get(man, "manifests"));
 		}
 		layers = json_object_get(man, "layers");
-		if (blob_path(json_string_value(
-				  json_object_get(json_object_get(man, "config"), "digest")),
-			      cfgbuf, sizeof(cfgbuf), NULL) == 0)
+		cfg_digest =
+		    json_string_value(json_object_get(json_object_get(man, "config"), "digest"));
+		if (blob_path(cfg_digest, cfgbuf, sizeof(cfgbuf), NULL) == 0)
 			cfg_path = cfgbuf;
+		else
+			cfg_digest = NULL;
 	}
 	if (!json_is_array(layers) || !(n = json_array_size(layers)) || n > DSEC_MAX_LAYERS) {
 		dsec_err_set(err, EINVAL, "%s: no layers or more than %d",
@@ -252,12 +327,16 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		const char *lp = kind == DSEC_OCI_DOCKER
 				     ? json_string_value(v)
 				     : json_string_value(json_object_get(v, "digest"));
+		char dg[80];
 		int fd;
 
 		if (kind != DSEC_OCI_DOCKER) {
 			if (blob_path(lp, path, sizeof(path), err) < 0)
 				goto out;
+			lo.blob_digest = lp;
 			lp = path;
+		} else if (lp && docker_digest(lp, dg)) {
+			lo.blob_digest = dg;
 		}
 		if (!lp) {
 			dsec_err_set(err, EINVAL, "layer %zu: no path", i);
@@ -268,6 +347,7 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 			goto out;
 		lo.kind = kind_at(o, i, n);
 		lo.name = NULL;
+		lo.published = &c.published[c.n];
 		rc = dsec_layer_import_fd(p, &lo, fd, 0, collect_cb, &c, err);
 		close(fd);
 		if (rc < 0) {
@@ -277,7 +357,12 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		rc = -1;
 	}
 	/* the config's diff ids are our layer ids: a mismatch means the archive was altered */
-	if (cfg_path && (cfg = read_json(dirfd, cfg_path, NULL)) &&
+	if (cfg_path && cfg_digest && !(cfg = read_json_blob(dirfd, cfg_path, cfg_digest, err)) &&
+	    err->errnum == EINVAL)
+		goto out; /* a config altered after its digest was taken */
+	if (cfg_path && !cfg)
+		cfg = read_json(dirfd, cfg_path, NULL);
+	if (cfg &&
 	    json_is_array(diff_ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"))) {
 		if (json_array_size(diff_ids) != c.n) {
 			dsec_err_set(err, EINVAL, "config lists %zu diff ids for %u layers",
@@ -298,11 +383,31 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 	}
 	/* what the image's commands get by default: its environment, working dir and user */
 	runcfg = cfg ? dsec_image_config_clean(json_object_get(cfg, "config"), 1, name) : NULL;
+	/* an archive's own tag replaces an image of that name, as docker load does: say so */
+	if (!o->name) {
+		json_t *old = dsec_store_image_json(p, name, NULL);
+		json_t *was = json_object_get(old, "layers");
+		int same = json_array_size(was) == c.n;
+
+		for (i = 0; same && i < c.n; i++)
+			same = !strcmp(json_string_value(json_array_get(was, i)) ?: "", c.ids[i]);
+		if (old && !same)
+			dsec_warnx("image '%s' replaced: it named other layers (--name keeps both)",
+				   name);
+		json_decref(old);
+	}
 	if (dsec_store_compose(p, name, c.ids, c.n, runcfg, &rec, err) < 0)
 		goto out;
 	json_object_set_new(rec, "node", json_string(dsec_node()));
-	rc = cb ? cb(rec, arg, err) : 0;
+	rc = 0;
+	for (i = 0; i < c.n && rc == 0; i++)
+		rc = cb ? cb(c.recs[i], arg, err) : 0;
+	if (rc == 0)
+		rc = cb ? cb(rec, arg, err) : 0;
 out:
+	if (rc < 0 && !rec)
+		collect_undo(p, &c);
+	collect_free(&c);
 	json_decref(runcfg);
 	json_decref(cfg);
 	json_decref(rec);

@@ -619,6 +619,13 @@ PY
 	# the config's environment and working dir are kept for the image's commands
 	json_is "${lines[2]}" '.config | tojson' '{"env":["A=1"],"workdir":"/app"}'
 	json_is "$(dsec-layer inspect docker.io-library-demo:1.0)" '.config.workdir' /app
+	# the same again is silent; over an image of that name made of other layers, a warning
+	run dsec-layer import oci
+	[[ "$output" != *replaced* ]]
+	dsec-layer compose --name docker.io-library-demo:1.0 "$(jq -r .layer <<<"${lines[0]}")" >/dev/null
+	run dsec-layer import oci
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"image 'docker.io-library-demo:1.0' replaced"* ]]
 	tar -C oci -cf oci.tar .
 	run dsec-layer import --name mine oci.tar
 	[ "$status" -eq 0 ]
@@ -644,6 +651,44 @@ PY
 	must_fail dsec-layer import --name tampered oci.docker
 	[[ "$output" == *"the config says"* ]]
 	[ ! -e "$DSEC_ROOT/images/tampered.json" ]
+}
+
+@test "hostile: OCI blobs, manifests and configs must match their digests; a failed image leaves no layer" {
+	mkoci oci
+	cp -a oci good
+	# the second layer's blob replaced: the first layer was added, then taken back
+	l2=$(jq -r '.manifests[0].digest[7:]' oci/index.json)
+	l2=$(jq -r '.layers[1].digest[7:]' "oci/blobs/sha256/$l2")
+	python3 -c 'import io, sys, tarfile
+b = io.BytesIO(); t = tarfile.open(fileobj=b, mode="w")
+ti = tarfile.TarInfo("app/run"); ti.size = 4; t.addfile(ti, io.BytesIO(b"evil")); t.close()
+open(sys.argv[1], "wb").write(b.getvalue())' "oci/blobs/sha256/$l2"
+	must_fail dsec-layer import oci
+	[ "$status" -eq 1 ]
+	[ "$(records | wc -l)" -eq 1 ]
+	[[ "$(records | jq -r .error.msg)" == *"its digest says sha256:$(cut -c1-12 <<<"$l2")"* ]]
+	no_partial_layer
+	[ -z "$(ls -A "$DSEC_ROOT/images" 2>/dev/null)" ]
+	# a manifest with a byte more than its digest covers
+	rm -rf oci && cp -a good oci
+	m=$(jq -r '.manifests[0].digest[7:]' oci/index.json)
+	echo >>"oci/blobs/sha256/$m"
+	must_fail dsec-layer import oci
+	[[ "$output" == *"does not match its digest"* ]]
+	no_partial_layer
+	# the config altered (its diff ids still right): refused before any image is made
+	rm -rf oci && cp -a good oci
+	c=$(jq -r '.config.digest[7:]' "oci/blobs/sha256/$m")
+	jq -c '.config.User = "0"' "oci/blobs/sha256/$c" >cfg && mv cfg "oci/blobs/sha256/$c"
+	must_fail dsec-layer import oci
+	[[ "$output" == *"does not match its digest"* ]]
+	[ -z "$(ls -A "$DSEC_ROOT/images" 2>/dev/null)" ]
+	no_partial_layer
+	# the untouched layout still imports, with its records in order
+	run dsec-layer import good
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	json_is "${lines[2]}" '.layers | length' 2
 }
 
 @test "--help and the man page name the same long options; bad options exit 2" {
