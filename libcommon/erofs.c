@@ -4,6 +4,7 @@
  * several times faster than mkfs.erofs 1.5 (4 KiB read/pwrite pairs). Format: the kernel's
  * Documentation/filesystems/erofs.rst; images are checked with fsck.erofs in the tests. */
 #include "erofs.h"
+#include "layer-int.h"
 
 #include <dirent.h>
 #include <search.h>
@@ -58,7 +59,8 @@ struct builder {
 	int tree_fd;
 	char path[PATH_MAX]; /* of the directory being walked, below the tree */
 	size_t plen;
-	int no_cfr; /* copy_file_range refused (another filesystem): use sendfile */
+	int no_cfr;    /* copy_file_range refused (another filesystem): use sendfile */
+	uint64_t room; /* bytes that may be copied before the free space is looked at again */
 };
 
 static int push(void *arrp, size_t *n, size_t *cap, void *item, size_t size)
@@ -437,6 +439,36 @@ static void put_inode(unsigned char *p, struct enode *n)
 		memcpy(p + INODE_SIZE, n->xattr, n->xattr_len);
 }
 
+/* The next stretch of data in in at or after *ioff, below size: *ioff moves to its start and
+ * *left gets its length. Holes are not copied: the image is made as long as it must be at the
+ * end, so they read as zeros there too, and a sparse file of 8 GiB costs no disk. 1, or 0 when
+ * only holes are left. */
+static int seg_next(int in, loff_t *ioff, uint64_t *left, uint64_t size)
+{
+	off_t d, h;
+
+	if ((uint64_t)*ioff >= size)
+		return 0;
+	d = lseek(in, *ioff, SEEK_DATA);
+	if (d < 0 && errno == ENXIO)
+		return 0;
+	if (d < 0) { /* a file system without SEEK_DATA: all of it */
+		*left = size - (uint64_t)*ioff;
+		return 1;
+	}
+	if ((uint64_t)d >= size)
+		return 0;
+	h = lseek(in, d, SEEK_HOLE);
+	if (h < 0 || (uint64_t)h > size)
+		h = (off_t)size;
+	*ioff = d;
+	*left = (uint64_t)(h - d);
+	return 1;
+}
+
+static int copy_seg(struct builder *b, struct enode *n, int in, int out, loff_t *ioffp,
+		    loff_t *offp, uint64_t left);
+
 static int copy_data(struct builder *b, struct enode *n, int out)
 {
 	struct open_how how = {
@@ -444,16 +476,37 @@ static int copy_data(struct builder *b, struct enode *n, int out)
 	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	int in = (int)syscall(SYS_openat2, b->tree_fd, n->path, &how, sizeof(how));
-	loff_t off = (loff_t)n->blkaddr * BLK, ioff = 0;
+	loff_t base = (loff_t)n->blkaddr * BLK, off = base, ioff = 0;
 	uint64_t left = n->size;
 
 	if (in < 0)
 		return dsec_err_sys(b->err, "'%s': open", n->path);
+	while (seg_next(in, &ioff, &left, n->size) > 0) {
+		off = base + ioff;
+		if (copy_seg(b, n, in, out, &ioff, &off, left) < 0) {
+			close(in);
+			return -1;
+		}
+	}
+	close(in);
+	return 0;
+}
+
+/* Copy left bytes of in at *ioff to out at *off, advancing both. 0 or -1. */
+static int copy_seg(struct builder *b, struct enode *n, int in, int out, loff_t *ioffp,
+		    loff_t *offp, uint64_t left)
+{
+	loff_t ioff = *ioffp, off = *offp;
+
 	while (left > 0) {
+		/* in steps, each after a look at the space left (dsec_layer_room) */
+		size_t step = left > (64U << 20) ? (64U << 20) : (size_t)left;
 		ssize_t c = -1;
 
+		if (dsec_layer_room(out, &b->room, step, n->path, b->err) < 0)
+			return -1;
 		if (!b->no_cfr) {
-			c = copy_file_range(in, &ioff, out, &off, left, 0);
+			c = copy_file_range(in, &ioff, out, &off, step, 0);
 			if (c < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP ||
 				      errno == ENOSYS)) {
 				b->no_cfr = 1;
@@ -462,11 +515,9 @@ static int copy_data(struct builder *b, struct enode *n, int out)
 		}
 		if (b->no_cfr) {
 			/* across filesystems: splice in the kernel at the right place */
-			if (lseek(out, off, SEEK_SET) != off) {
-				close(in);
+			if (lseek(out, off, SEEK_SET) != off)
 				return dsec_err_sys(b->err, "seek image");
-			}
-			c = sendfile(out, in, &ioff, left > (1U << 30) ? (1U << 30) : left);
+			c = sendfile(out, in, &ioff, step);
 			if (c > 0)
 				off += c;
 		}
@@ -475,17 +526,16 @@ static int copy_data(struct builder *b, struct enode *n, int out)
 			char buf[65536];
 			ssize_t r = c < 0 ? pread(in, buf, sizeof(buf), ioff) : 0;
 
-			if (r <= 0 || pwrite(out, buf, (size_t)r, off) != r) {
-				close(in);
+			if (r <= 0 || pwrite(out, buf, (size_t)r, off) != r)
 				return dsec_err_sys(b->err, "'%s': copy", n->path);
-			}
 			c = r;
 			ioff += r;
 			off += r;
 		}
 		left -= (uint64_t)c;
 	}
-	close(in);
+	*ioffp = ioff;
+	*offp = off;
 	return 0;
 }
 

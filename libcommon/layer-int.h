@@ -25,12 +25,19 @@ struct dsec_extract {
 	uint64_t skipped, stripped;
 	uint64_t implied; /* directories made for a path's parents, no entry of their own */
 	uint64_t xattrs;  /* xattrs set: none lets mkfs.erofs skip looking for them */
+	uint64_t room;    /* bytes that may be written before the free space is looked at again */
 	int warned_abs, warned_dev;
 	int cache_fd; /* last parent directory, O_PATH */
 	char cache_dir[PATH_MAX];
 	struct dsec_dirtime *dt; /* directory times, set once all entries are in */
 	size_t ndt, capdt;
 };
+
+/* Before n more bytes are written to fd: look at the free space of fd's file system now and
+ * then (*budget: what may be written before the next look; 0 to start). An import stops
+ * (ENOSPC) while 5% of it, at most 1 GiB, is still free, so a bomb within --max-bytes cannot
+ * fill the disk the store shares with the host. 0 or -1. */
+int dsec_layer_room(int fd, uint64_t *budget, uint64_t n, const char *what, struct dsec_err *err);
 
 /* Extract one entry (header just read from x->ar; its data is read here). 0 or -1. */
 int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct dsec_err *err);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -326,6 +327,38 @@ static int write_all(int fd, const void *buf, size_t n, off_t off)
 	return 0;
 }
 
+int dsec_layer_room(int fd, uint64_t *budget, uint64_t n, const char *what, struct dsec_err *err)
+{
+	struct statvfs vs;
+	uint64_t total, avail, keep;
+
+	if (*budget >= n) {
+		*budget -= n;
+		return 0;
+	}
+	if (fstatvfs(fd, &vs) < 0)
+		return 0; /* the write itself will say */
+	total = (uint64_t)vs.f_blocks * vs.f_frsize;
+	avail = (uint64_t)vs.f_bavail * vs.f_frsize;
+	keep = total / 20 < (1ULL << 30) ? total / 20 : (1ULL << 30);
+	if (avail < keep + n)
+		return dsec_err_set(
+		    err, ENOSPC, "'%s': the store's file system is down to %llu MiB free "
+				    "(an import leaves %llu MiB)",
+		    what, (unsigned long long)(avail >> 20), (unsigned long long)(keep >> 20));
+	/* look again after half of what is left above the reserve, 64 MiB at most */
+	*budget = (avail - keep - n) / 2 < (64ULL << 20) ? (avail - keep - n) / 2 : (64ULL << 20);
+	return 0;
+}
+
+/* Is the block all zero bytes? Such blocks are left as holes. */
+static int all_zero(const void *buf, size_t n)
+{
+	const unsigned char *p = buf;
+
+	return n && !p[0] && !memcmp(p, p + 1, n - 1);
+}
+
 static int extract_file(struct dsec_extract *x, int pfd, const char *base, const char *path,
 			struct archive_entry *e, struct dsec_err *err)
 {
@@ -354,11 +387,17 @@ static int extract_file(struct dsec_extract *x, int pfd, const char *base, const
 				     (long long)size);
 			goto fail;
 		}
-		if (n && write_all(fd, buf, n, off) < 0) {
+		/* zeros are a hole, on disk and in the EROFS image: a bomb of zeros costs nothing */
+		if (!n || all_zero(buf, n))
+			continue;
+		if (dsec_layer_room(fd, &x->room, n, path, err) < 0)
+			goto fail;
+		if (write_all(fd, buf, n, off) < 0) {
 			dsec_err_sys(err, "'%s': write", path);
 			goto fail;
 		}
-		end = off + (la_int64_t)n;
+		if (off + (la_int64_t)n > end)
+			end = off + (la_int64_t)n;
 	}
 	if (r != ARCHIVE_EOF) {
 		dsec_err_set(err, archive_errno(x->ar) > 0 ? archive_errno(x->ar) : EIO,

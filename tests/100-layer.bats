@@ -310,6 +310,40 @@ PY
 	import_fails --max-bytes 1G sparse.tar
 }
 
+@test "hostile: a sparse or zero bomb costs no disk; a bomb of data stops short of filling the store" {
+	truncate -s 6G holes
+	tar --sparse -cf sparse.tar holes
+	rm holes
+	head -c 1G /dev/zero | zstd -q -c >zeros.zst
+	python3 -c 'import io, sys, tarfile
+t = tarfile.open(sys.argv[1], "w"); ti = tarfile.TarInfo("zeros"); ti.size = 1 << 30
+t.addfile(ti, open("/dev/zero", "rb")); t.close()' zeros.tar
+	zstd -q --rm zeros.tar
+	for a in sparse.tar zeros.tar.zst; do
+		run dsec-layer import "$a"
+		[ "$status" -eq 0 ] || { echo "$output"; false; }
+	done
+	[ "$(du -sm "$DSEC_ROOT" | cut -f1)" -lt 20 ]
+	id=$(jq -r .layer <<<"${lines[0]}")
+	run in_layer "$id" sh -c 'stat -c %s $M/zeros; dd if=$M/zeros bs=1M skip=700 count=1 2>/dev/null | tr -d "\\0" | wc -c'
+	[ "${lines[0]}" = 1073741824 ]
+	[ "${lines[1]}" = 0 ]
+	# 400 MiB of data (no zeros) into a store on a 256 MiB file system: refused, nothing left
+	mkdir small
+	mount -t tmpfs -o size=256m tmpfs small
+	python3 -c 'import sys, tarfile
+class R:
+    def __init__(s): s.b = bytes(range(1, 256)) * 4112
+    def read(s, n): return (s.b * (n // len(s.b) + 1))[:n]
+t = tarfile.open(fileobj=sys.stdout.buffer, mode="w|"); ti = tarfile.TarInfo("data")
+ti.size = 400 << 20; t.addfile(ti, R()); t.close()' | zstd -q -c >data.tar.zst
+	DSEC_ROOT=$TESTDIR/small/root run dsec-layer import - <data.tar.zst
+	umount small
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'data': the store's file system is down to "*" MiB free (an import leaves 12 MiB)"* ]]
+	json_is "$(records)" .error.errno 28
+}
+
 @test "hostile: a damaged header, a sparse map past the size, implied dirs, a 64 KiB xattr" {
 	# a header with a bad checksum ends the import: libarchive would look for the next
 	# header inside the damaged entry's data, where other readers see file contents
