@@ -73,15 +73,41 @@ int dsec_err_wrap(struct dsec_err *err, const char *fmt, ...)
 
 json_t *dsec_err_json(const struct dsec_err *err, const char *tool)
 {
-	return json_pack("{s:s, s:i, s:s}", "tool", tool, "errno", err->errnum, "msg", err->msg);
+	json_t *j =
+	    json_pack("{s:s, s:i, s:s}", "tool", tool, "errno", err->errnum, "msg", err->msg);
+	char msg[DSEC_ERR_MSG_MAX];
+
+	if (j)
+		return j;
+	/* not UTF-8 (a name from an archive, or a message cut inside a character): the error
+	 * must still be recorded, so every byte past ASCII becomes '?' */
+	for (size_t i = 0; i < sizeof(msg); i++) {
+		unsigned char c = (unsigned char)err->msg[i];
+
+		msg[i] = c >= 0x80 ? '?' : (char)c;
+		if (!c)
+			break;
+	}
+	msg[sizeof(msg) - 1] = '\0';
+	return json_pack("{s:s, s:i, s:s}", "tool", tool, "errno", err->errnum, "msg", msg);
 }
 
 static void vmsg(const char *kind, const char *fmt, va_list ap)
 {
-	char buf[2048];
+	char buf[2048], out[4 * sizeof(buf)];
+	size_t o = 0;
 
 	vsnprintf(buf, sizeof(buf), fmt, ap);
-	fprintf(stderr, "%s: %s%s\n", dsec_prog, kind, buf);
+	/* a message is one line, and names from archives or sandboxes may hold escape
+	 * sequences for the terminal it is read on: control bytes are printed as \xNN */
+	for (const unsigned char *p = (const unsigned char *)buf; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", *p);
+		else
+			out[o++] = (char)*p;
+	}
+	out[o] = '\0';
+	fprintf(stderr, "%s: %s%s\n", dsec_prog, kind, out);
 }
 
 void dsec_warnx(const char *fmt, ...)

@@ -1,5 +1,8 @@
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "tap.h"
@@ -26,5 +29,35 @@ int main(void)
 	ok(strlen(err.msg) == DSEC_ERR_MSG_MAX - 1, "long message truncated, not overflowed");
 	ok(untouched.errnum == 0 && untouched.msg[0] == 0, "untouched on success");
 	ok(dsec_err_set(NULL, 1, "x") == -1, "NULL err tolerated");
+
+	/* a message that is not UTF-8 still makes an error member, its bytes past ASCII as '?' */
+	dsec_err_set(&err, EILSEQ, "'caf\xe9': bad");
+	{
+		json_t *j = dsec_err_json(&err, "dsec-x");
+		const char *m = json_string_value(json_object_get(j, "msg"));
+
+		ok(j && m && !strcmp(m, "'caf?': bad"), "invalid UTF-8 message recorded: %s",
+		   m ? m : "(none)");
+		json_decref(j);
+	}
+
+	/* control bytes reach the terminal as \xNN, on one line */
+	{
+		int mfd = memfd_create("stderr", 0), saved = dup(2);
+		char got[256] = "";
+		ssize_t n;
+
+		fflush(stderr);
+		dup2(mfd, 2);
+		dsec_warnx("'%s': skipped", "a\x1b[31mred\nline");
+		fflush(stderr);
+		dup2(saved, 2);
+		n = pread(mfd, got, sizeof(got) - 1, 0);
+		got[n > 0 ? n : 0] = '\0';
+		ok(strstr(got, "warning: 'a\\x1b[31mred\\x0aline': skipped\n") != NULL,
+		   "control bytes escaped: %s", got);
+		close(mfd);
+		close(saved);
+	}
 	return tap_done();
 }
