@@ -622,8 +622,9 @@ extern char **environ;
 /* --from ID: the source's files now, as image ID on top of its own, made by `dsec-layer commit`
  * run as a child (the dsec-layer next to this binary, as installed and in the build tree): the
  * commit needs libarchive, whose libraries (libxml2, ICU, libstdc++) would add some 3 ms to
- * every start of dsec-spawn were it linked in. Exits 3 when the commit fails; dsec-layer has
- * said why. */
+ * every start of dsec-spawn were it linked in. When the commit fails (an unknown id, say) the
+ * error record its record carries is ours, and the run ends with status 1; a commit that could
+ * not be run ends it with 3. */
 static void commit_from(const struct dsec_paths *p, const char *id)
 {
 	char exe[PATH_MAX], tool[PATH_MAX + 16];
@@ -637,30 +638,63 @@ static void commit_from(const struct dsec_paths *p, const char *id)
 			NULL,
 			NULL};
 	posix_spawn_file_actions_t fa;
-	struct dsec_err err;
+	struct dsec_err err = {0};
+	char out[8192];
+	size_t len = 0;
+	ssize_t n;
+	json_t *rec, *e;
 	pid_t pid;
-	int ws, r;
+	int ws, r, pfd[2];
 
 	if (dsec_self_dir(exe, sizeof(exe), &err) < 0)
 		dsec_fatal(&err);
 	snprintf(tool, sizeof(tool), "%s/dsec-layer", exe);
 	if (dsec_verbose < 0)
 		argv[7] = (char *)"-q";
-	/* its record is not ours to print; its diagnostics are */
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		dsec_err_sys(&err, "%s: --from: pipe", id);
+		dsec_fatal(&err);
+	}
+	/* its record is read here, not printed; its diagnostics go to our stderr */
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
 	r = posix_spawn(&pid, tool, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	close(pfd[1]);
 	if (r != 0) {
 		dsec_errorx("%s: --from: run '%s': %s", id, tool, strerror(r));
 		exit(dsec_cli_exit(DSEC_EXIT_FATAL));
 	}
+	while ((n = read(pfd[0], out + len, sizeof(out) - 1 - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == sizeof(out) - 1)
+			len = 0; /* only the last record matters: keep reading */
+	}
+	out[len] = '\0';
+	close(pfd[0]);
 	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
 		;
-	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)
+		return;
+	rec = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+	e = json_object_get(rec, "error");
+	if (!json_is_object(e)) {
 		dsec_errorx("%s: --from: dsec-layer commit failed", id);
 		exit(dsec_cli_exit(DSEC_EXIT_FATAL));
 	}
+	err.errnum = (int)json_integer_value(json_object_get(e, "errno"));
+	snprintf(err.msg, sizeof(err.msg), "--from %s",
+		 json_string_value(json_object_get(e, "msg")) ?: "dsec-layer commit failed");
+	json_decref(rec);
+	rec = dsec_jsonl_error_record(&err, "dsec-spawn");
+	json_object_set_new(rec, "from", json_string(id));
+	dsec_jsonl_emit(rec, NULL);
+	json_decref(rec);
+	exit(dsec_cli_exit(DSEC_EXIT_FAILED));
 }
 
 int main(int argc, char **argv)

@@ -130,4 +130,10 @@ tree_of() {
 	[ "$status" -eq 2 ]
 	must_fail dsec-spawn --from ../x
 	[ "$status" -eq 2 ]
+	# an unknown sandbox: an error record naming it, status 1
+	run dsec-spawn --from sb-000000000000
+	[ "$status" -eq 1 ]
+	json_is "$(records)" .from sb-000000000000
+	json_is "$(records)" .error.errno 2
+	[[ "$(records | jq -r .error.msg)" == "--from sb-000000000000: no such sandbox" ]]
 }
