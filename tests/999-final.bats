@@ -23,7 +23,15 @@ teardown() { :; }
 
 @test "no cgroup of ours is left, on v1 or v2" {
 	run bash -c 'find /sys/fs/cgroup -mindepth 2 -maxdepth 4 -type d -name "dsec*" 2>/dev/null'
-	[ -z "$output" ] || { echo "left: $output"; return 1; }
+	[ -z "$output" ] || {
+		echo "left: $output"
+		local d
+		for d in $(basename -a $output | sort -u); do
+			grep "^$d " "$DSEC_TEST_CACHE/parents.log" 2>/dev/null | sed 's/^/  the run dir of /'
+			find /sys/fs/cgroup/*/"$d" -mindepth 1 -maxdepth 1 -type d -printf '  holding %p\n' 2>/dev/null | head -5
+		done
+		return 1
+	}
 }
 
 @test "no process of ours is left" {

@@ -14,6 +14,10 @@ dsec_setup() {
 	export DSEC_ROOT="$TESTDIR/root" DSEC_RUN="$TESTDIR/run"
 	mkdir -p "$DSEC_ROOT" "$DSEC_RUN"
 	dsec_cgroup_dirs >"$TESTDIR/.cgroups-before"
+	# which test owned which cgroup parent: 999-final names the test behind a leak
+	mkdir -p "$DSEC_TEST_CACHE"
+	printf '%s %s: %s\n' "$(cgroup_parent_of "$DSEC_RUN")" "${BATS_TEST_FILENAME##*/}" \
+		"${BATS_TEST_DESCRIPTION:-?}" >>"$DSEC_TEST_CACHE/parents.log"
 }
 
 # Every cgroup dir of dsec's naming on the host, v1 and v2 (parents are dsec or dsec-*).
