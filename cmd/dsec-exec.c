@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <poll.h>
@@ -105,16 +106,15 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int fg_pidfd = -1, fg_tty;
+static volatile sig_atomic_t fg_pid;
 
-/* Signals sent to dsec-exec go to the command. SIGINT and SIGQUIT typed at the terminal
- * (SI_KERNEL) reach the command directly, as it shares our process group: not twice. */
+/* Signals sent to dsec-exec go to the command's process group (it leads a session of its own,
+ * out of reach of our terminal), until it has been waited for: its pid is not reused before. */
 static void forward(int sig, siginfo_t *si, void *uc)
 {
-	if (!fg_tty && (sig == SIGINT || sig == SIGQUIT) && si->si_code == SI_KERNEL)
-		return;
-	if (fg_pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, fg_pidfd, sig, NULL, 0);
+	(void)si, (void)uc;
+	if (fg_pid > 0)
+		kill(-fg_pid, sig);
 }
 
 static int status_of(int st)
@@ -126,34 +126,56 @@ static int status_of(int st)
 	return 125;
 }
 
-/* Host files as stdio go through pipes: handed over as they are, the command could reopen
- * them through /proc/self/fd/N with the sandbox's credentials (runc's fd-leak class), and read
- * whatever else a shared log holds. Pipes, sockets, terminals and /dev/null go as they are. */
+/* stdio reaches the command through pipes of ours, unless it is /dev/null or another memory
+ * device. A host file handed over as it is could be reopened through /proc/self/fd/N with
+ * the sandbox's credentials (runc's fd-leak class) and its other contents read; a host
+ * terminal, pipe or socket would stay with whatever the command leaves running after it
+ * exits: the caller's $(...) waits for it, and it reads what the user types next. Relayed,
+ * the command's exit ends our hold and theirs: what they write later goes nowhere. */
 struct relay {
-	int file, pipe; /* ours: the host file and our end of the pipe; -1 when done */
+	int file, pipe; /* ours: the host fd and our end of the pipe; -1 when done */
 	int in;         /* 1: file -> pipe (stdin), 0: pipe -> file */
+	int wait;       /* the host fd blocks (not a regular file): poll it before each use */
+	int peek;       /* stdin from a file: the command's end, kept to count what it left */
 	size_t off, len;
 	char buf[65536];
 };
 
 static struct relay relays[3];
 
-/* Make a pipe for stdio fd i when it is a host file; the command's end goes to *cmd_fd. */
+/* The command's end of a pipe relaying stdio fd i into *cmd_fd; *cmd_fd stays i when it goes
+ * as it is. stderr on the same file as stdout shares its pipe, keeping their order. */
 static int relay_setup(int i, int *cmd_fd, struct dsec_err *err)
 {
 	struct relay *r = &relays[i];
-	struct stat st;
+	struct stat st, o;
 	int p[2];
 
-	r->file = r->pipe = -1;
-	if (fstat(i, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
+	r->file = r->pipe = r->peek = -1;
+	r->off = r->len = 0;
+	if (fstat(i, &st) < 0 || (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1))
+		return 0; /* closed (the command finds it closed too), or /dev/null and kin */
+	if (S_ISDIR(st.st_mode) || (fcntl(i, F_GETFL) & O_PATH))
+		return 0; /* as it is, for dsec_exec_start to refuse */
+	if (i == 0 && isatty(0) && tcgetpgrp(0) != getpgrp()) {
+		/* a background job: reading the terminal would stop us; the command reads nothing */
+		*cmd_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return *cmd_fd < 0 ? dsec_err_sys(err, "open /dev/null") : 0;
+	}
+	if (i == 2 && relays[1].pipe >= 0 && fstat(1, &o) == 0 && o.st_dev == st.st_dev &&
+	    o.st_ino == st.st_ino) {
+		*cmd_fd = -2; /* the caller gives it stdout's pipe */
 		return 0;
+	}
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return dsec_err_sys(err, "pipe");
 	r->file = i;
 	r->in = i == 0;
+	r->wait = !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
 	r->pipe = r->in ? p[1] : p[0];
 	*cmd_fd = r->in ? p[0] : p[1];
+	if (r->in && !r->wait)
+		r->peek = p[0];
 	fcntl(r->pipe, F_SETFL, O_NONBLOCK);
 	return 0;
 }
@@ -165,78 +187,140 @@ static void relay_stop(struct relay *r)
 	r->pipe = r->file = -1;
 }
 
-/* Move what can move without blocking on the pipe. */
-static void relay_step(struct relay *r)
+/* The fd and events relay r waits for, the host fd only when it can block: 1 (and fd -1)
+ * when it need not wait, as a regular file never does. */
+static int relay_want(const struct relay *r, struct pollfd *p)
 {
+	int src = r->in ? r->file : r->pipe, dst = r->in ? r->pipe : r->file;
+	int full = r->off < r->len;
+
+	*p = (struct pollfd){full ? dst : src, (short)(full ? POLLOUT : POLLIN), 0};
+	if (r->wait || p->fd != r->file)
+		return 0;
+	p->fd = -1;
+	return 1;
+}
+
+/* Move what can move without blocking: our pipe end is non-blocking, a host fd that can
+ * block is used once per readiness poll reported (rev), in pieces a pipe or terminal that
+ * said it has room takes whole. */
+static void relay_step(struct relay *r, short rev)
+{
+	int src = r->in ? r->file : r->pipe, dst = r->in ? r->pipe : r->file;
 	ssize_t n;
 
-	if (r->pipe < 0)
-		return;
-	if (r->in) {
+	while (r->pipe >= 0) {
 		if (r->off == r->len) {
-			n = read(r->file, r->buf, sizeof(r->buf));
-			if (n <= 0) {
-				relay_stop(r); /* end of the file: the command sees end of input */
+			if (src == r->file && r->wait && !(rev & (POLLIN | POLLHUP | POLLERR)))
 				return;
-			}
-			r->off = 0;
-			r->len = (size_t)n;
-		}
-		n = write(r->pipe, r->buf + r->off, r->len - r->off);
-		if (n > 0)
-			r->off += (size_t)n;
-		else if (n < 0 && errno != EAGAIN && errno != EINTR)
-			relay_stop(r); /* the command closed its input */
-		return;
-	}
-	while ((n = read(r->pipe, r->buf, sizeof(r->buf))) > 0)
-		for (ssize_t o = 0, w; o < n; o += w)
-			if ((w = write(r->file, r->buf + o, (size_t)(n - o))) <= 0) {
+			n = read(src, r->buf, src == r->file && r->wait ? 4096 : sizeof(r->buf));
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			if (n <= 0) { /* end of input, or every writer of the pipe gone */
 				relay_stop(r);
 				return;
 			}
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-		relay_stop(r);
+			if (src == r->file)
+				rev = 0;
+			r->off = 0;
+			r->len = (size_t)n;
+		}
+		if (dst == r->file && r->wait && !(rev & (POLLOUT | POLLHUP | POLLERR)))
+			return;
+		n = write(dst, r->buf + r->off,
+			  dst == r->file && r->wait && r->len - r->off > 4096 ? 4096
+									      : r->len - r->off);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) { /* the command closed its input, or the reader went away */
+			relay_stop(r);
+			return;
+		}
+		if (dst == r->file)
+			rev = 0;
+		r->off += (size_t)n;
+	}
 }
 
-/* Relay until the command exits (and its output pipes are drained) or the deadline (0: none)
- * passes. 1 when the deadline passed first. */
+/* After the command's exit: what its pipe held then (the command's last output, and whatever
+ * it left running wrote so far) goes out, blocking on the host fd; nothing after. */
+static void relay_drain(struct relay *r)
+{
+	int left = 0;
+	ssize_t n;
+
+	if (r->peek >= 0) {
+		/* a file as stdin is left where the command stopped reading: what it did not take
+		 * (in its pipe, in our buffer) is given back, so `while read` loops over a file
+		 * work */
+		off_t back = r->pipe >= 0 ? (off_t)(r->len - r->off) : 0;
+
+		if (ioctl(r->peek, FIONREAD, &left) == 0)
+			back += left;
+		if (back > 0)
+			lseek(0, -back, SEEK_CUR);
+		close(r->peek);
+		r->peek = -1;
+		left = 0;
+	}
+
+	if (r->pipe >= 0 && !r->in && ioctl(r->pipe, FIONREAD, &left) < 0)
+		left = 0;
+	for (;;) {
+		while (r->pipe >= 0 && !r->in && r->off < r->len) {
+			n = write(r->file, r->buf + r->off, r->len - r->off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			r->off += (size_t)n;
+		}
+		if (r->pipe < 0 || r->in || r->off < r->len || left <= 0)
+			break;
+		n = read(r->pipe, r->buf,
+			 (size_t)left < sizeof(r->buf) ? (size_t)left : sizeof(r->buf));
+		if (n <= 0)
+			break;
+		left -= (int)n;
+		r->off = 0;
+		r->len = (size_t)n;
+	}
+	relay_stop(r);
+}
+
+/* Relay until the command exits or the deadline (0: none) passes: 1 when the deadline passed
+ * first. Processes the command left behind keep no hold on us. */
 static int relay_run(int pidfd, uint64_t deadline)
 {
-	int exited = 0;
-
 	signal(SIGPIPE, SIG_IGN); /* a command that closed its input: EPIPE, not death */
 	for (;;) {
 		struct pollfd p[4] = {{pidfd, POLLIN, 0}};
-		int n = 1, r, busy = 0;
+		int n = 1, r, at[3], ready = 0;
 		uint64_t now = dsec_now_us();
 
-		if (deadline && now >= deadline && !exited)
+		if (deadline && now >= deadline)
 			return 1;
-		for (int i = 0; i < 3; i++)
-			if (relays[i].pipe >= 0) {
-				p[n++] = (struct pollfd){relays[i].pipe,
-							 relays[i].in ? POLLOUT : POLLIN, 0};
-				busy = 1;
-			}
-		if (exited && !busy)
-			return 0;
+		for (int i = 0; i < 3; i++) {
+			at[i] = -1;
+			if (relays[i].pipe < 0)
+				continue;
+			ready |= relay_want(&relays[i], &p[n]);
+			if (p[n].fd >= 0)
+				at[i] = n++;
+		}
 		r = poll(p, (nfds_t)n,
-			 exited     ? 0
+			 ready      ? 0
 			 : deadline ? (int)((deadline - now + 999) / 1000)
 				    : -1);
 		if (r < 0 && errno != EINTR)
 			return 0;
 		for (int i = 0; i < 3; i++)
-			relay_step(&relays[i]);
-		if (p[0].revents & POLLIN) {
-			if (exited)
-				break; /* drained what was there: processes left behind keep no hold */
-			exited = 1;
-		}
+			relay_step(&relays[i], at[i] >= 0 ? p[at[i]].revents : 0);
+		if (p[0].revents & POLLIN)
+			break;
 	}
 	for (int i = 0; i < 3; i++)
-		relay_stop(&relays[i]);
+		relay_drain(&relays[i]);
 	return 0;
 }
 
@@ -274,12 +358,17 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 	for (i = 0; !tty && i < 3; i++)
 		if (relay_setup((int)i, &s.fd[i], &err) < 0)
 			goto fail;
+	if (s.fd[2] == -2)
+		s.fd[2] = s.fd[1];
 	t1 = dsec_now_us();
 	r = dsec_exec_start(&t, &s, &pr, &err);
 	t2 = dsec_now_us();
-	for (i = 0; !tty && i < 3; i++)
-		if (s.fd[i] != (int)i)
+	for (i = 0; !tty && i < 3; i++) {
+		int shared = i == 2 && s.fd[2] == s.fd[1]; /* closed as stdout's */
+
+		if (s.fd[i] != (int)i && !shared && s.fd[i] != relays[i].peek)
 			close(s.fd[i]); /* the command's end of a relay pipe */
+	}
 	if (r < 0) {
 		dsec_errorx("%s: %s", id, err.msg);
 		dsec_env_free(&env);
@@ -287,8 +376,7 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 		return r == DSEC_EXEC_NOT_FOUND ? 127 : r == DSEC_EXEC_CANNOT_RUN ? 126 : 125;
 	}
 	dsec_env_free(&env);
-	fg_pidfd = pr.pidfd;
-	fg_tty = tty;
+	fg_pid = pr.pid;
 	sigemptyset(&sa.sa_mask);
 	for (i = 0; i < sizeof(fwd) / sizeof(fwd[0]); i++)
 		sigaction(fwd[i], &sa, NULL);
@@ -319,9 +407,17 @@ static int foreground(const struct dsec_paths *paths, const char *id, char **arg
 	}
 	if (timed_out && dsec_exec_kill(&pr, &err) < 0)
 		dsec_err_print(&err);
+	{
+		/* waited for without reaping, then no more forwarding, then reaped */
+		siginfo_t si;
+
+		while (waitid(P_PIDFD, (id_t)pr.pidfd, &si, WEXITED | WNOWAIT) < 0 &&
+		       errno == EINTR)
+			;
+		fg_pid = 0; /* a handler runs on this thread: none after this line sees the pid */
+	}
 	if (dsec_exec_wait(&pr, 0, &st, NULL, &err) < 0)
 		st = W_EXITCODE(125, 0);
-	fg_pidfd = -1;
 	if (dsec_verbose > 1)
 		dsec_infox("%s: open %llu us, start (clone to exec) %llu us, run %llu us", id,
 			   (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),

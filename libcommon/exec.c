@@ -25,6 +25,7 @@
 #include <linux/close_range.h>
 #include <linux/openat2.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef TIOCGPTPEER
@@ -61,7 +62,29 @@ struct exec_ctx {
 	int pidfd;                    /* the holder's pidfd, as numbered in the child */
 	int low;                      /* > 0: the child shares our fd table and first unshares
 				       * only the fds below low (see slots_place) */
+	int guard;                    /* the child's setup timer (guard_arm), -1 none */
+	int vm;                       /* the child shares our memory, and we wait for its exec */
+	volatile int reached;         /* set by such a child at its execve */
 };
+
+/* A child sharing our memory holds us in clone3 (CLONE_VFORK) until its execve, and from its
+ * setns into the sandbox's user namespace a process there may signal it: SIGSTOP, sent in a
+ * loop, would keep it, and us, there for good. A timer of its own kills it at the deadline:
+ * DSEC_EXEC_SETUP_MAX_S for the setup, DSEC_EXEC_LOAD_MAX_S from its execve (a binary that an
+ * on-demand layer must fetch first); execve deletes it. Raw system calls: no libc state. */
+static void guard_arm(struct exec_ctx *c, long secs)
+{
+	struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGKILL};
+	struct itimerspec its = {.it_value = {.tv_sec = secs}};
+	int id;
+
+	if (c->guard < 0) {
+		if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) < 0)
+			return; /* best-effort: the setup then has no deadline, as before */
+		c->guard = id;
+	}
+	syscall(SYS_timer_settime, c->guard, 0, &its, NULL);
+}
 
 int dsec_exec_target_open(const struct dsec_paths *p, const char *id, struct dsec_exec_target *t,
 			  struct dsec_err *err)
@@ -285,7 +308,7 @@ static int setup_tty(struct exec_ctx *c, struct dsec_err *err)
 		return dsec_err_sys(err, "set the window size");
 	send_msg(c->sock, MSG_PTY, 0, 0, NULL, ptm);
 	close(ptm);
-	if (setsid() < 0 || ioctl(pts, TIOCSCTTY, 0) < 0)
+	if (ioctl(pts, TIOCSCTTY, 0) < 0) /* a session leader already (child_enter) */
 		return dsec_err_sys(err, "make the pty the controlling terminal");
 	for (i = 0; i < 3; i++)
 		if (dup2(pts, i) < 0)
@@ -452,6 +475,9 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		close(c->sock); /* setup done: the caller's start() returns */
 		_exit(c->s->fn(c->s->arg) == 0 ? 0 : 1);
 	}
+	if (c->guard >= 0)
+		guard_arm(c, DSEC_EXEC_LOAD_MAX_S);
+	c->reached = 1;
 	e = exec_search(c->s->argv, c->s->envp);
 	errno = e;
 	dsec_err_sys(&err, "exec '%s'", c->s->argv[0] ? c->s->argv[0] : "");
@@ -471,6 +497,8 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 	 * (CLONE_VM) leaves the caller undumpable too, which suits a tool working for the host
 	 * next to sandboxes. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (!c->s->fn && c->vm)
+		guard_arm(c, DSEC_EXEC_SETUP_MAX_S);
 	/* A table shared with the caller: a private copy of the fds below low, where the caller
 	 * put all the child needs, and none of the others (its cached sandboxes' pidfds and
 	 * cgroup files, its other jobs' pipes): the kernel neither copies nor closes them one
@@ -483,6 +511,14 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 	}
 	if (c->peer < c->low || c->low <= 0)
 		close(c->peer);
+	/* A session and process group of its own, before it looks like the sandbox's: kill(0)
+	 * or a terminal's signal from inside then reaches only this command's processes, not the
+	 * commands this dsec-exec runs in other sandboxes (all of whose roots may be the same host
+	 * uid), and stop signals other than SIGSTOP do not stop it (an orphaned group). */
+	if (syscall(SYS_setsid) < 0) {
+		dsec_err_sys(&err, "setsid");
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	}
 	dsec_res_exec_child(&c->t->sb); /* best-effort: SCHED_IDLE, oom_score_adj (resource.h) */
 	for (i = 0; c->procs[i] >= 0; i++)
 		if (write(c->procs[i], "0", 1) < 0) {
@@ -804,8 +840,11 @@ static int slots_place(struct exec_ctx *c, int *used)
 int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spec,
 		    struct dsec_exec_proc *pr, struct dsec_err *err)
 {
-	struct exec_ctx c = {
-	    .t = t, .s = spec, .fd = {spec->fd[0], spec->fd[1], spec->fd[2]}, .pidfd = t->pidfd};
+	struct exec_ctx c = {.t = t,
+			     .s = spec,
+			     .fd = {spec->fd[0], spec->fd[1], spec->fd[2]},
+			     .pidfd = t->pidfd,
+			     .guard = -1};
 	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
 	struct exec_msg m, got = {0};
 	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0;
@@ -886,6 +925,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		long r;
 
 		ca.flags |= CLONE_VM | CLONE_VFORK;
+		c.vm = 1;
 		if (slots_place(&c, &slots))
 			ca.flags |= CLONE_FILES;
 		ca.stack = (uint64_t)(uintptr_t)vm;
@@ -940,6 +980,15 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 			got = m;
 	}
 	close(sv[0]);
+	if (c.vm && !c.reached && got.kind != MSG_ERR) {
+		/* gone before its execve without a word: killed, by its guard or from inside */
+		got.kind = MSG_ERR;
+		got.stage = DSEC_EXEC_FAILED;
+		dsec_err_set(&got.err, ETIME,
+			     "the command was stopped or killed before it could start (a process "
+			     "of the sandbox signalling it?): given up after %d s at most",
+			     DSEC_EXEC_SETUP_MAX_S);
+	}
 	if (got.kind == MSG_ERR) {
 		*err = got.err;
 		ret = got.stage;

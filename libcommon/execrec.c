@@ -587,8 +587,9 @@ again:
 	free(argv);
 	argv = NULL;
 	dsec_env_free(&env);
-	if (r == DSEC_EXEC_FAILED && !retried) {
-		/* A cached sandbox may have died since: look again, once. */
+	if (r == DSEC_EXEC_FAILED && !retried && e.errnum != ETIME) {
+		/* A cached sandbox may have died since: look again, once (not when the sandbox
+		 * itself stalled the command: that costs its time again). */
 		retried = 1;
 		j->tc->refs--;
 		target_drop(j->tc);

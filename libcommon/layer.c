@@ -342,10 +342,11 @@ int dsec_layer_room(int fd, uint64_t *budget, uint64_t n, const char *what, stru
 	avail = (uint64_t)vs.f_bavail * vs.f_frsize;
 	keep = total / 20 < (1ULL << 30) ? total / 20 : (1ULL << 30);
 	if (avail < keep + n)
-		return dsec_err_set(
-		    err, ENOSPC, "'%s': the store's file system is down to %llu MiB free "
+		return dsec_err_set(err, ENOSPC,
+				    "'%s': the store's file system is down to %llu MiB free "
 				    "(an import leaves %llu MiB)",
-		    what, (unsigned long long)(avail >> 20), (unsigned long long)(keep >> 20));
+				    what, (unsigned long long)(avail >> 20),
+				    (unsigned long long)(keep >> 20));
 	/* look again after half of what is left above the reserve, 64 MiB at most */
 	*budget = (avail - keep - n) / 2 < (64ULL << 20) ? (avail - keep - n) / 2 : (64ULL << 20);
 	return 0;

@@ -65,6 +65,30 @@ sb_cgroup() {
 	[ "$output" = err ]
 }
 
+@test "foreground: relayed stdio keeps its order with 2>&1, and a file as stdin is left where the command stopped reading" {
+	[ -x "$TOP/build/libexec/dsec-exec" ] || skip "no front on this architecture"
+	local fast out
+	seq 1 8 >"$TESTDIR/list"
+	for fast in 1 0; do
+		out=$(DSEC_EXEC_FAST=$fast dsec-exec "$ID" -- sh -c 'for i in 1 2 3; do echo o$i; echo e$i >&2; done' 2>&1 | tr '\n' ' ')
+		[ "$out" = "o1 e1 o2 e2 o3 e3 " ] || { echo "fast=$fast 2>&1 | cat: '$out'"; return 1; }
+		DSEC_EXEC_FAST=$fast dsec-exec "$ID" -- sh -c 'for i in 1 2 3; do echo o$i; echo e$i >&2; done' >"$TESTDIR/both" 2>&1
+		[ "$(tr '\n' ' ' <"$TESTDIR/both")" = "o1 e1 o2 e2 o3 e3 " ]
+		# a `while read` loop over a file: each command takes one line, the loop the next
+		out=$(while read -r n; do
+			DSEC_EXEC_FAST=$fast dsec-exec "$ID" -- sh -c 'read x; echo "got $x"'
+			echo "$n"
+		done <"$TESTDIR/list" | tr '\n' ' ')
+		[ "$out" = "got 2 1 got 4 3 got 6 5 got 8 7 " ] || { echo "fast=$fast read: '$out'"; return 1; }
+		out=$(while read -r n; do DSEC_EXEC_FAST=$fast dsec-exec "$ID" -- true; echo "$n"; done \
+			<"$TESTDIR/list" | tr '\n' ' ')
+		[ "$out" = "1 2 3 4 5 6 7 8 " ] || { echo "fast=$fast true: '$out'"; return 1; }
+		# stdin closed by the command: it ends all the same
+		run env DSEC_EXEC_FAST=$fast timeout 20 dsec-exec "$ID" -- sh -c 'exec <&-; echo closed' <"$TESTDIR/list"
+		[ "$status" -eq 0 ] && [ "$output" = closed ]
+	done
+}
+
 @test "foreground: the libc-free front runs a plain exec itself and hands the rest to the full one" {
 	# which program waits for the command: the front (build/dsec-exec) or the full one it
 	# execs (build/libexec/dsec-exec), in the same process

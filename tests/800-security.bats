@@ -484,12 +484,107 @@ rec() {
 	done
 	run dsec-exec "$ID" probe syscall unshare-user
 	[ "$output" = EPERM ]
-	# control: without the filter TIOCSTI pushes input into the terminal (of the host, without
-	# -t) and TIOCLINUX reaches the tty driver
-	out=$(script -qec "dsec-exec --seccomp $TESTDIR/allow.json $ID probe ioctl tiocsti" /dev/null </dev/null | tr -d '\r\0^@')
+	# control: without the filter TIOCSTI pushes input into the sandbox's pty, and TIOCLINUX
+	# reaches the tty driver; the host's terminal is out of reach all the same (relayed, the
+	# command's stdin is a pipe)
+	out=$(script -qec "dsec-exec -t --seccomp $TESTDIR/allow.json $ID probe ioctl tiocsti" /dev/null </dev/null | tr -d '\r\0^@')
 	[[ "$out" == *ok* ]] || { echo "control tiocsti: $out"; return 1; }
+	out=$(script -qec "dsec-exec --seccomp $TESTDIR/allow.json $ID probe ioctl tiocsti" /dev/null </dev/null | tr -d '\r\0^@')
+	[[ "$out" == *ENOTTY* ]] || { echo "host terminal, no filter: $out"; return 1; }
 	out=$(script -qec "dsec-exec -t --seccomp $TESTDIR/allow.json $ID probe ioctl tioclinux" /dev/null </dev/null | tr -d '\r\0^@')
 	[[ "$out" != *EPERM* ]] && [[ "$out" == *E* ]] || { echo "control tioclinux: $out"; return 1; }
 	run dsec-exec --seccomp "$TESTDIR/allow.json" "$ID" probe syscall unshare-user
 	[ "$output" != EPERM ] || { echo "control unshare-user: $output"; return 1; }
+}
+
+@test "signals: kill 0 in a command reaches no other command, nor dsec-exec or its caller; a signal to dsec-exec reaches the command's tree" {
+	[ -x "$TOP/build/libexec/dsec-exec" ] || skip "no front on this architecture"
+	local fast out
+	for fast in 1 0; do
+		# a caller in a process group of its own running two commands: one signals its
+		# process group (kill 0), and so would have all of them, were it ours
+		out=$(timeout 30 setsid -w bash -c "
+			DSEC_EXEC_FAST=$fast dsec-exec $ID -- sh -c 'sleep 1.5; echo B' </dev/null &
+			b=\$!
+			DSEC_EXEC_FAST=$fast dsec-exec $ID -- sh -c 'sleep 0.3; kill -TERM 0; echo A' </dev/null
+			echo \"A \$?\"; wait \$b; echo \"B \$?\"; echo caller" 2>&1)
+		[ "$out" = $'A 143\nB\nB 0\ncaller' ] || { echo "fast=$fast: '$out'"; return 1; }
+		# and a signal sent to dsec-exec goes to the command's whole process group
+		DSEC_EXEC_FAST=$fast dsec-exec "$ID" -- sh -c 'sleep 30 & sleep 30 & wait' </dev/null &
+		local pid=$! st=0
+		sleep 0.5
+		kill -TERM "$pid"
+		wait "$pid" || st=$?
+		[ "$st" -eq 143 ] || { echo "fast=$fast: status $st"; return 1; }
+		run dsec-exec "$ID" sh -c 'ps -o comm | grep -c "^sleep"'
+		[ "$output" = 0 ] || { echo "fast=$fast: sleeps left: $output"; return 1; }
+	done
+	# record streams: one record's kill 0 leaves the other record running beside it
+	out=$(printf '{"id":"%s","sh":"sleep 0.3; kill -TERM 0"}\n{"id":"%s","sh":"sleep 1.5; echo B"}\n' \
+		"$ID" "$ID" | timeout 30 dsec-exec -j 2)
+	[ "$(jq -s -r '.[] | select(.sh | contains("echo B")) | .exec.stdout' <<<"$out")" = B ]
+	echo "$out"
+	[ "$(jq -s -r '.[] | select(.sh | contains("kill")) | .exec.signal' <<<"$out")" = SIGTERM ]
+	# control: the same kill 0 outside a sandbox takes its whole group
+	out=$(timeout 30 setsid -w bash -c "sh -c 'sleep 1.5; echo B' & sh -c 'sleep 0.3; kill -TERM 0'; echo caller" 2>&1) || true
+	[ -z "$out" ] || { echo "control: '$out'"; return 1; }
+}
+
+@test "leftovers: what a command leaves running holds neither the caller's \$(...), a pipe nor its terminal, and writes nothing there after the exit" {
+	[ -x "$TOP/build/libexec/dsec-exec" ] || skip "no front on this architecture"
+	local fast out t0 t1
+	for fast in 1 0; do
+		t0=$(date +%s%N)
+		out=$(DSEC_EXEC_FAST=$fast timeout 20 dsec-exec "$ID" -- sh -c '(sleep 2; echo late; echo late >&2) & echo now')
+		t1=$(date +%s%N)
+		[ "$out" = now ] || { echo "fast=$fast \$(): '$out'"; return 1; }
+		[ $(((t1 - t0) / 1000000)) -lt 1500 ] || { echo "fast=$fast \$(): $(((t1 - t0) / 1000000)) ms"; return 1; }
+		t0=$(date +%s%N)
+		out=$(DSEC_EXEC_FAST=$fast timeout 20 dsec-exec "$ID" -- sh -c '(sleep 2; echo late; echo late >&2) & echo now >&2' 2>&1 | cat)
+		t1=$(date +%s%N)
+		[ "$out" = now ] || { echo "fast=$fast pipe: '$out'"; return 1; }
+		[ $(((t1 - t0) / 1000000)) -lt 1500 ] || { echo "fast=$fast pipe: $(((t1 - t0) / 1000000)) ms"; return 1; }
+		# a terminal: script(1) ends when the last holder of its pty lets go
+		t0=$(date +%s%N)
+		out=$(timeout 20 script -qec "env DSEC_EXEC_FAST=$fast dsec-exec $ID -- sh -c '(sleep 2; echo late) & echo now'; sleep 2.5" /dev/null </dev/null | tr -d '\r')
+		t1=$(date +%s%N)
+		[ "$out" = now ] || { echo "fast=$fast tty: '$out'"; return 1; }
+	done
+	# control: a host pipe handed over as it is (sh without dsec-exec) holds $(...)
+	t0=$(date +%s%N)
+	out=$(sh -c '(sleep 1; echo late) & echo now')
+	t1=$(date +%s%N)
+	[ "$out" = $'now\nlate' ] && [ $(((t1 - t0) / 1000000)) -ge 900 ]
+}
+
+@test "a command a sandbox process keeps stopped fails in bounded time, before its start as after, and the stream goes on" {
+	[ -x "$TOP/build/libexec/dsec-exec" ] || skip "no front on this architecture"
+	# a spinner that stops every process of the sandbox it can, over and over: the command,
+	# visible from its birth, is stopped before its execve (dsec gives up after 5 s) or after
+	# (its --timeout ends it)
+	dsec-exec "$ID" -- sh -c 'while :; do kill -STOP -1; done >/dev/null 2>&1 </dev/null &'
+	local fast t0 i
+	for i in 1 2; do
+		for fast in 1 0; do
+			t0=$SECONDS
+			run env DSEC_EXEC_FAST=$fast timeout 40 dsec-exec --timeout 8 "$ID" -- echo hi
+			# (or it ran between two rounds of the spinner)
+			case "$status:$output" in
+			"125:"*"stopped or killed before it could start"* | "124:"*"timed out"* | "0:hi") ;;
+			*) echo "fast=$fast: status $status: $output"; return 1 ;;
+			esac
+			[ $((SECONDS - t0)) -le 15 ]
+		done
+	done
+	# records: an error or a time-out for it, then the next record, in another sandbox, runs
+	local S
+	S=$(dsec-spawn --image busybox | jq -r .id)
+	run timeout 60 bash -c "printf '{\"id\":\"%s\",\"cmd\":[\"echo\",\"hi\"],\"timeout\":\"8s\"}\n{\"id\":\"%s\",\"cmd\":[\"echo\",\"there\"]}\n' $ID $S | dsec-exec 2>/dev/null"
+	echo "$output"
+	[ "$(jq -s -r '.[0] | has("error") or .exec.timed_out or .exec.stdout == "hi\n"' <<<"$output")" = true ]
+	[ "$(jq -s -r '.[1].exec.stdout' <<<"$output")" = there ]
+	# control: without dsec's guards a process stopped by another waits forever
+	run timeout 3 sh -c 'sh -c "kill -STOP \$\$; echo resumed" & wait'
+	[ "$status" -eq 124 ]
+	dsec-reap "$ID" "$S" >/dev/null
 }

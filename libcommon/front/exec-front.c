@@ -108,6 +108,7 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 #define SIG_BLOCK_ 0
 #define SCHED_IDLE_ 5
 #define POLLIN_ 1
+#define SETUP_MAX_S 5 /* exec.h: DSEC_EXEC_SETUP_MAX_S */
 #define EBUSY_ 16
 #define CLOCK_MONOTONIC_ 1
 
@@ -657,41 +658,62 @@ static void exec_search(char *const *argv)
 	}
 }
 
-/* Host files as stdio reach the command through pipes, as the full one relays them
- * (dsec-exec.c): handed over as they are, it could reopen them through /proc/self/fd/N and
- * read the rest of a shared log. */
+/* stdio reaches the command through pipes of ours, as the full one relays it (dsec-exec.c),
+ * unless it is /dev/null or another memory device: a host file handed over as it is could be
+ * reopened through /proc/self/fd/N and the rest of a shared log read; a host terminal, pipe or
+ * socket would stay with what the command leaves running after its exit. */
 static struct relay {
-	int file, pipe, cmd; /* the host file, our end of the pipe, the command's; -1 none */
+	int file, pipe, cmd; /* the host fd, our end of the pipe, the command's; -1 none */
 	int in;              /* 1: file -> pipe (stdin), 0: pipe -> file */
+	int wait;            /* the host fd can block: polled before each use */
 	long off, len;
 	char buf[65536];
 } relays[3];
 
-/* stdio the command may have as it is: a terminal or other character device, a pipe, a
- * socket; a file or block device gets a relay. Anything else (a directory, an O_PATH
- * descriptor, a closed one) is the full one's to handle (it refuses a directory). 1 or 0. */
+#define POLLOUT_ 4
+#define POLLERR_ 8
+#define POLLHUP_ 16
+#define FIONREAD_ 0x541B
+#define TIOCGPGRP_ 0x540F
+
+/* stdio the command may have: a file, block or character device, pipe or socket, relayed
+ * but for the memory devices; stderr on the file of stdout shares its pipe. Anything else (a
+ * directory, an O_PATH descriptor, a closed one), or a terminal as stdin of a background job,
+ * is the full one's to handle (it refuses a directory). 1 or 0. */
 static int plain_stdio(void)
 {
+	struct statx sx[3];
+
 	for (int fd = 0; fd < 3; fd++) {
 		struct relay *r = &relays[fd];
-		struct statx sx;
 		long fl = S2(__NR_fcntl, fd, F_GETFL);
 		unsigned t;
-		int p[2];
+		int p[2], pg, me;
 
 		r->file = r->pipe = r->cmd = -1;
+		r->off = r->len = 0;
 		if (fl < 0 || (fl & O_PATH) ||
-		    S5(__NR_statx, fd, "", AT_EMPTY_PATH_, STATX_TYPE, &sx) < 0)
+		    S5(__NR_statx, fd, "", AT_EMPTY_PATH_, STATX_TYPE | STATX_INO, &sx[fd]) < 0)
 			return 0;
-		t = sx.stx_mode & 0170000;
-		if (t == 0020000 || t == 0010000 || t == 0140000) /* chr, fifo, sock */
+		t = sx[fd].stx_mode & 0170000;
+		if (t == 0020000 && sx[fd].stx_rdev_major == 1) /* /dev/null and kin */
 			continue;
-		if (t != 0100000 && t != 0060000) /* neither a file nor a block device */
+		if (t != 0020000 && t != 0010000 && t != 0140000 && t != 0100000 && t != 0060000)
 			return 0;
+		if (t == 0020000 && fd == 0 && S3(__NR_ioctl, 0, TIOCGPGRP_, &pg) == 0 &&
+		    (me = (int)S1(__NR_getpgid, 0)) >= 0 && pg != me)
+			return 0;
+		if (fd == 2 && relays[1].pipe >= 0 && sx[2].stx_ino == sx[1].stx_ino &&
+		    sx[2].stx_dev_major == sx[1].stx_dev_major &&
+		    sx[2].stx_dev_minor == sx[1].stx_dev_minor) {
+			r->cmd = relays[1].cmd; /* closed with stdout's */
+			continue;
+		}
 		if (S2(__NR_pipe2, p, O_CLOEXEC) < 0)
 			return 0;
 		r->file = fd;
 		r->in = fd == 0;
+		r->wait = t != 0100000 && t != 0060000;
 		r->pipe = r->in ? p[1] : p[0];
 		r->cmd = r->in ? p[0] : p[1];
 		S3(__NR_fcntl, r->pipe, F_SETFL, O_NONBLOCK);
@@ -706,38 +728,105 @@ static void relay_stop(struct relay *r)
 	r->pipe = -1;
 }
 
-/* Move what can move without blocking on the pipe. */
-static void relay_step(struct relay *r)
+/* The fd and events relay r waits for: 1 (and fd -1) when it need not wait, as a regular
+ * host file never does. */
+static int relay_want(const struct relay *r, int *fd, short *ev)
 {
+	int full = r->off < r->len;
+
+	*fd = full ? (r->in ? r->pipe : r->file) : (r->in ? r->file : r->pipe);
+	*ev = full ? POLLOUT_ : POLLIN_;
+	if (r->wait || *fd != r->file)
+		return 0;
+	*fd = -1;
+	return 1;
+}
+
+/* Move what can move without blocking: our end is non-blocking, a host fd that can block is
+ * used once for each readiness reported (rev), a page at a time. */
+static void relay_step(struct relay *r, short rev)
+{
+	int src = r->in ? r->file : r->pipe, dst = r->in ? r->pipe : r->file;
 	long n;
 
-	if (r->pipe < 0)
-		return;
-	if (r->in) {
+	while (r->pipe >= 0) {
 		if (r->off == r->len) {
-			n = sys_read(r->file, r->buf, sizeof(r->buf));
-			if (n <= 0) {
-				relay_stop(r); /* the end of the file: the command's end of input */
+			if (src == r->file && r->wait && !(rev & (POLLIN_ | POLLHUP_ | POLLERR_)))
 				return;
-			}
-			r->off = 0;
-			r->len = n;
-		}
-		n = sys_write(r->pipe, r->buf + r->off, (unsigned long)(r->len - r->off));
-		if (n > 0)
-			r->off += n;
-		else if (n != -EAGAIN_ && n != -EINTR_)
-			relay_stop(r); /* the command closed its input */
-		return;
-	}
-	while ((n = sys_read(r->pipe, r->buf, sizeof(r->buf))) > 0)
-		for (long o = 0, w; o < n; o += w)
-			if ((w = sys_write(r->file, r->buf + o, (unsigned long)(n - o))) <= 0) {
+			n = sys_read(src, r->buf,
+				     src == r->file && r->wait ? 4096 : sizeof(r->buf));
+			if (n == -EAGAIN_ || n == -EINTR_)
+				return;
+			if (n <= 0) { /* end of input, or every writer of the pipe gone */
 				relay_stop(r);
 				return;
 			}
-	if (n == 0 || (n != -EAGAIN_ && n != -EINTR_))
-		relay_stop(r);
+			if (src == r->file)
+				rev = 0;
+			r->off = 0;
+			r->len = n;
+		}
+		if (dst == r->file && r->wait && !(rev & (POLLOUT_ | POLLHUP_ | POLLERR_)))
+			return;
+		n = sys_write(dst, r->buf + r->off,
+			      (unsigned long)(dst == r->file && r->wait && r->len - r->off > 4096
+						  ? 4096
+						  : r->len - r->off));
+		if (n == -EAGAIN_ || n == -EINTR_)
+			return;
+		if (n <= 0) { /* the command closed its input, or the reader went away */
+			relay_stop(r);
+			return;
+		}
+		if (dst == r->file)
+			rev = 0;
+		r->off += n;
+	}
+}
+
+/* After the command's exit: what its pipe held then goes out, blocking on the host fd;
+ * nothing its leftovers write later. */
+static void relay_drain(struct relay *r)
+{
+	int left = 0;
+	long n;
+
+	if (r->in && !r->wait && r->cmd >= 0) {
+		/* a file as stdin: what the command did not take (in its pipe, of which we kept its
+		 * end, and in our buffer) is given back, for `while read` loops over a file */
+		long back = r->pipe >= 0 ? r->len - r->off : 0;
+
+		if (S3(__NR_ioctl, r->cmd, FIONREAD_, &left) == 0)
+			back += left;
+		if (back > 0)
+			S3(__NR_lseek, 0, -back, 1 /* SEEK_CUR */);
+		sys_close(r->cmd);
+		r->cmd = -1;
+		left = 0;
+	}
+
+	if (r->pipe >= 0 && !r->in && S3(__NR_ioctl, r->pipe, FIONREAD_, &left) < 0)
+		left = 0;
+	for (;;) {
+		while (r->pipe >= 0 && !r->in && r->off < r->len) {
+			n = sys_write(r->file, r->buf + r->off, (unsigned long)(r->len - r->off));
+			if (n == -EINTR_)
+				continue;
+			if (n <= 0)
+				break;
+			r->off += n;
+		}
+		if (r->pipe < 0 || r->in || r->off < r->len || left <= 0)
+			break;
+		n = sys_read(r->pipe, r->buf,
+			     left < (int)sizeof(r->buf) ? (unsigned long)left : sizeof(r->buf));
+		if (n <= 0)
+			break;
+		left -= (int)n;
+		r->off = 0;
+		r->len = n;
+	}
+	relay_stop(r);
 }
 
 /* The holder is the process the state names: same start time, not a zombie. */
@@ -1247,6 +1336,9 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	unsigned long long none = 0;
 
 	S5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* a session of its own (exec.c: child_enter): kill(0) inside reaches no other command */
+	if (S1(__NR_setsid, 0) < 0)
+		goto fail;
 	if (st.cls && seq(st.cls, "be")) { /* resource.c: dsec_res_exec_child */
 		int p[1] = {0}, fd;
 
@@ -1510,24 +1602,59 @@ void front_main(long *sp)
 		full_clean();
 	sys_close(ep[1]);
 	{
+		/* the pipe closes at the command's execve, or says why setup failed; a child that a
+		 * process of the sandbox keeps stopped before its execve (it is visible there from
+		 * its birth) is killed after SETUP_MAX_S, and the full one says so */
+		struct {
+			int fd;
+			short events, revents;
+		} pe = {ep[0], POLLIN_, 0};
+		struct {
+			long sec, nsec;
+		} wait = {SETUP_MAX_S, 0};
 		char c;
 		long r;
 
-		while ((r = sys_read(ep[0], &c, 1)) < 0 && r == -EINTR_)
+		while ((r = S5(__NR_ppoll, &pe, 1, &wait, 0, 8)) == -EINTR_)
 			;
+		if (r == 0) { /* stalled: the full one would be too (exec.c: guard_arm) */
+			static char msg[300];
+			struct {
+				long pad[16];
+			} info;
+
+			S4(__NR_pidfd_send_signal, cpidfd, SIGKILL_, 0, 0);
+			S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0);
+			cg_release(1);
+			msg[0] = '\0';
+			cat(msg, sizeof(msg), "dsec-exec: error: ");
+			cat(msg, sizeof(msg), id);
+			cat(msg, sizeof(msg),
+			    ": the command was stopped or killed before it could start (a process "
+			    "of "
+			    "the sandbox signalling it?): given up after 5 s at most\n");
+			sys_write(2, msg, slen(msg));
+			sys_exit(125);
+		}
+		r = r > 0 ? sys_read(ep[0], &c, 1) : -1;
 		if (r != 0) { /* setup failed before the command ran: the full one, from scratch */
 			struct {
 				long pad[16];
 			} info;
 
+			S4(__NR_pidfd_send_signal, cpidfd, SIGKILL_, 0, 0);
 			S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0);
 			full_clean();
 		}
 	}
 	sys_close(ep[0]);
-	for (int fd = 0; fd < 3; fd++)
-		if (relays[fd].cmd >= 0)
+	for (int fd = 0; fd < 3; fd++) {
+		int shared = fd == 2 && relays[2].cmd == relays[1].cmd; /* closed as stdout's */
+		int kept = fd == 0 && relays[0].in && !relays[0].wait;  /* for relay_drain */
+
+		if (relays[fd].cmd >= 0 && !shared && !kept)
 			sys_close(relays[fd].cmd);
+	}
 	sfd = (int)S4(__NR_signalfd4, -1, &mask, 8, O_CLOEXEC);
 	deadline = opt_timeout_us ? t0 + opt_timeout_us : 0;
 	for (int exited = 0;;) {
@@ -1536,18 +1663,20 @@ void front_main(long *sp)
 			short events, revents;
 		} pf[5] = {{cpidfd, POLLIN_, 0}, {sfd, POLLIN_, 0}};
 		struct signalfd_siginfo si;
-		int n = 2, busy = 0;
+		int n = 2, at[3], ready = 0;
 		struct {
 			long sec, nsec;
-		} zero = {0, 0}, left = {0, 0};
+		} left = {0, 0}, zero = {0, 0};
 
-		for (int fd = 0; fd < 3; fd++)
-			if (relays[fd].pipe >= 0) {
-				pf[n].fd = relays[fd].pipe;
-				pf[n++].events = relays[fd].in ? 4 /* POLLOUT */ : POLLIN_;
-				busy = 1;
-			}
-		if (deadline && !exited && !timed_out) {
+		for (int fd = 0; fd < 3; fd++) {
+			at[fd] = -1;
+			if (relays[fd].pipe < 0)
+				continue;
+			ready |= relay_want(&relays[fd], &pf[n].fd, &pf[n].events);
+			if (pf[n].fd >= 0)
+				at[fd] = n++;
+		}
+		if (deadline && !timed_out) {
 			unsigned long long now = now_us();
 
 			if (now >= deadline) {
@@ -1561,15 +1690,35 @@ void front_main(long *sp)
 			left.nsec = (long)((deadline - now) % 1000000) * 1000;
 		}
 		if (S5(__NR_ppoll, pf, n,
-		       exited                   ? &zero
+		       ready                    ? &zero
 		       : deadline && !timed_out ? &left
 						: 0,
-		       0, 8) < 0 &&
-		    !exited)
+		       0, 8) < 0)
 			continue;
 		for (int fd = 0; fd < 3; fd++)
-			relay_step(&relays[fd]);
-		if (exited) { /* the round after the exit has taken what the pipes held */
+			relay_step(&relays[fd], at[fd] >= 0 ? pf[at[fd]].revents : 0);
+		if (sfd >= 0 && (pf[1].revents & POLLIN_) &&
+		    sys_read(sfd, &si, sizeof(si)) == (long)sizeof(si))
+			/* to the command's process group: it leads a session of its own, out of
+			 * reach of our terminal; not yet waited for, so the pid is still its */
+			S2(__NR_kill, -pid, si.ssi_signo);
+		if (pf[0].revents & POLLIN_) {
+			struct {
+				int signo, errno_, code, pad;
+				int pid, uid, status;
+				int more[25];
+			} info;
+
+			memset(&info, 0, sizeof(info));
+			if (S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0) < 0)
+				sys_exit(125);
+			/* CLD_EXITED 1; CLD_KILLED 2, CLD_DUMPED 3 */
+			exited = 1 + (info.code == 1 ? (info.status & 0xff)
+						     : 128 + (info.status & 0x7f));
+			/* what it wrote before it exited is in the pipes, and goes out; what the
+			 * processes it left behind write later does not, nor do they hold us */
+			for (int fd = 0; fd < 3; fd++)
+				relay_drain(&relays[fd]);
 			cg_release(timed_out);
 			S4(__NR_utimensat, AT_FDCWD_, sdir, 0, 0);
 			if (timed_out) {
@@ -1583,32 +1732,6 @@ void front_main(long *sp)
 				sys_exit(124);
 			}
 			sys_exit(exited - 1);
-		}
-		(void)busy;
-		if (sfd >= 0 && (pf[1].revents & POLLIN_) &&
-		    sys_read(sfd, &si, sizeof(si)) == (long)sizeof(si)) {
-			/* typed at the terminal: the command, in our process group, has it too */
-			if (!((si.ssi_signo == SIGINT_ || si.ssi_signo == SIGQUIT_) &&
-			      si.ssi_code == SI_KERNEL_))
-				S4(__NR_pidfd_send_signal, cpidfd, si.ssi_signo, 0, 0);
-		}
-		if (pf[0].revents & POLLIN_) {
-			struct {
-				int signo, errno_, code, pad;
-				int pid, uid, status;
-				int more[25];
-			} info;
-
-			if (exited)
-				continue;
-			memset(&info, 0, sizeof(info));
-			if (S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0) < 0)
-				sys_exit(125);
-			/* CLD_EXITED 1; CLD_KILLED 2, CLD_DUMPED 3 */
-			exited = 1 + (info.code == 1 ? (info.status & 0xff)
-						     : 128 + (info.status & 0x7f));
-			/* what it wrote before it exited is in the pipes: one more round takes it
-			 * (processes it left behind keep no hold on us) */
 		}
 	}
 }
