@@ -28,9 +28,11 @@ static const char help[] =
     "Run a command inside a sandbox.\n"
     "\n"
     "With an ID, run CMD in that sandbox in the foreground: standard input, output and error\n"
-    "are the command's; dsec-exec exits with its status (128+N when killed by signal N, 124\n"
-    "when --timeout expired, 125 when dsec-exec failed, 126 when CMD could not be run, 127\n"
-    "when it was not found).\n"
+    "are relayed to and from the command through pipes (/dev/null is passed as it is; -t for\n"
+    "a terminal), and end with it; signals sent to dsec-exec go to its process group;\n"
+    "dsec-exec exits with its status (128+N when killed by signal N, 124 when --timeout\n"
+    "expired, 125 when dsec-exec failed or the command could not start within 5 s, 126 when\n"
+    "CMD could not be run, 127 when it was not found).\n"
     "\n"
     "Without an ID, read records (JSON lines with an \"id\", e.g. from dsec-spawn) and run CMD,\n"
     "or the record's own \"cmd\" (array) or \"sh\" (string for /bin/sh -c), in each record's\n"
@@ -242,17 +244,16 @@ static void relay_step(struct relay *r, short rev)
 	}
 }
 
-/* After the command's exit: what its pipe held then (the command's last output, and whatever
- * it left running wrote so far) goes out, blocking on the host fd; nothing after. */
+/* After the command's exit. stdin from a file is left where the command stopped reading: what
+ * it did not take (in its pipe, in our buffer) is given back, so `while read` loops over a file
+ * work. Output: what our buffer and its pipe held then (the command's last output, and what it
+ * left running wrote so far) goes out, blocking on the host fd; nothing after. */
 static void relay_drain(struct relay *r)
 {
 	int left = 0;
 	ssize_t n;
 
 	if (r->peek >= 0) {
-		/* a file as stdin is left where the command stopped reading: what it did not take
-		 * (in its pipe, in our buffer) is given back, so `while read` loops over a file
-		 * work */
 		off_t back = r->pipe >= 0 ? (off_t)(r->len - r->off) : 0;
 
 		if (ioctl(r->peek, FIONREAD, &left) == 0)
@@ -261,13 +262,18 @@ static void relay_drain(struct relay *r)
 			lseek(0, -back, SEEK_CUR);
 		close(r->peek);
 		r->peek = -1;
-		left = 0;
-	}
-
-	if (r->pipe >= 0 && !r->in && ioctl(r->pipe, FIONREAD, &left) < 0)
-		left = 0;
-	for (;;) {
-		while (r->pipe >= 0 && !r->in && r->off < r->len) {
+	} else if (r->pipe >= 0 && !r->in && ioctl(r->pipe, FIONREAD, &left) == 0) {
+		while (r->off < r->len || left > 0) {
+			if (r->off == r->len) {
+				n = read(r->pipe, r->buf,
+					 (size_t)left < sizeof(r->buf) ? (size_t)left
+								       : sizeof(r->buf));
+				if (n <= 0)
+					break;
+				left -= (int)n;
+				r->off = 0;
+				r->len = (size_t)n;
+			}
 			n = write(r->file, r->buf + r->off, r->len - r->off);
 			if (n < 0 && errno == EINTR)
 				continue;
@@ -275,15 +281,6 @@ static void relay_drain(struct relay *r)
 				break;
 			r->off += (size_t)n;
 		}
-		if (r->pipe < 0 || r->in || r->off < r->len || left <= 0)
-			break;
-		n = read(r->pipe, r->buf,
-			 (size_t)left < sizeof(r->buf) ? (size_t)left : sizeof(r->buf));
-		if (n <= 0)
-			break;
-		left -= (int)n;
-		r->off = 0;
-		r->len = (size_t)n;
 	}
 	relay_stop(r);
 }

@@ -497,7 +497,7 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 	 * (CLONE_VM) leaves the caller undumpable too, which suits a tool working for the host
 	 * next to sandboxes. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (!c->s->fn && c->vm)
+	if (c->vm) /* never with a function to run (dsec_exec_start) */
 		guard_arm(c, DSEC_EXEC_SETUP_MAX_S);
 	/* A table shared with the caller: a private copy of the fds below low, where the caller
 	 * put all the child needs, and none of the others (its cached sandboxes' pidfds and
@@ -984,10 +984,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		/* gone before its execve without a word: killed, by its guard or from inside */
 		got.kind = MSG_ERR;
 		got.stage = DSEC_EXEC_FAILED;
-		dsec_err_set(&got.err, ETIME,
-			     "the command was stopped or killed before it could start (a process "
-			     "of the sandbox signalling it?): given up after %d s at most",
-			     DSEC_EXEC_SETUP_MAX_S);
+		dsec_err_set(&got.err, ETIME, "%s", DSEC_EXEC_STALLED);
 	}
 	if (got.kind == MSG_ERR) {
 		*err = got.err;

@@ -24,16 +24,14 @@
 #include <sys/ioctl.h>
 #include <sys/types.h>
 
+#include "exec-guard.h"
+
 #include "err.h"
 #include "sandbox.h"
 #include "state.h"
 
 #define DSEC_EXEC_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define DSEC_EXEC_HOME "/root"
-/* The most a command's setup (clone to execve) and its execve may take before it is killed:
- * a process of the sandbox can stop it there (exec.c: guard_arm). Seconds. */
-#define DSEC_EXEC_SETUP_MAX_S 5
-#define DSEC_EXEC_LOAD_MAX_S 60
 
 /* What dsec_exec_start returns besides 0: */
 enum {

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "../caps-default.h"
+#include "../exec-guard.h"
 
 /* ---- system calls ---- */
 
@@ -108,7 +109,6 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 #define SIG_BLOCK_ 0
 #define SCHED_IDLE_ 5
 #define POLLIN_ 1
-#define SETUP_MAX_S 5 /* exec.h: DSEC_EXEC_SETUP_MAX_S */
 #define EBUSY_ 16
 #define CLOCK_MONOTONIC_ 1
 
@@ -196,6 +196,22 @@ static int cat(char *dst, unsigned long cap, const char *src)
 	memcpy(dst + n, src, m + 1);
 	return 0;
 }
+
+/* "dsec-exec: error: ID: WHY" on stderr, the full one's form, and exit with status. */
+__attribute__((noreturn)) static void fail_exit(const char *id, const char *why, int status)
+{
+	static char msg[512];
+
+	msg[0] = '\0';
+	cat(msg, sizeof(msg), "dsec-exec: error: ");
+	cat(msg, sizeof(msg), id);
+	cat(msg, sizeof(msg), ": ");
+	cat(msg, sizeof(msg), why);
+	cat(msg, sizeof(msg), "\n");
+	sys_write(2, msg, slen(msg));
+	sys_exit(status);
+}
+
 static void utoa(unsigned long long v, char *buf)
 {
 	char t[24];
@@ -784,16 +800,16 @@ static void relay_step(struct relay *r, short rev)
 	}
 }
 
-/* After the command's exit: what its pipe held then goes out, blocking on the host fd;
- * nothing its leftovers write later. */
+/* After the command's exit, as the full one's (dsec-exec.c): stdin from a file is given back
+ * what the command did not take (in its pipe, whose end we kept, and in our buffer); output
+ * what its pipe held then goes out, blocking on the host fd; nothing its leftovers write
+ * later. */
 static void relay_drain(struct relay *r)
 {
 	int left = 0;
 	long n;
 
 	if (r->in && !r->wait && r->cmd >= 0) {
-		/* a file as stdin: what the command did not take (in its pipe, of which we kept its
-		 * end, and in our buffer) is given back, for `while read` loops over a file */
 		long back = r->pipe >= 0 ? r->len - r->off : 0;
 
 		if (S3(__NR_ioctl, r->cmd, FIONREAD_, &left) == 0)
@@ -802,13 +818,18 @@ static void relay_drain(struct relay *r)
 			S3(__NR_lseek, 0, -back, 1 /* SEEK_CUR */);
 		sys_close(r->cmd);
 		r->cmd = -1;
-		left = 0;
-	}
-
-	if (r->pipe >= 0 && !r->in && S3(__NR_ioctl, r->pipe, FIONREAD_, &left) < 0)
-		left = 0;
-	for (;;) {
-		while (r->pipe >= 0 && !r->in && r->off < r->len) {
+	} else if (r->pipe >= 0 && !r->in && S3(__NR_ioctl, r->pipe, FIONREAD_, &left) == 0) {
+		while (r->off < r->len || left > 0) {
+			if (r->off == r->len) {
+				n = sys_read(r->pipe, r->buf,
+					     left < (int)sizeof(r->buf) ? (unsigned long)left
+									: sizeof(r->buf));
+				if (n <= 0)
+					break;
+				left -= (int)n;
+				r->off = 0;
+				r->len = n;
+			}
 			n = sys_write(r->file, r->buf + r->off, (unsigned long)(r->len - r->off));
 			if (n == -EINTR_)
 				continue;
@@ -816,15 +837,6 @@ static void relay_drain(struct relay *r)
 				break;
 			r->off += n;
 		}
-		if (r->pipe < 0 || r->in || r->off < r->len || left <= 0)
-			break;
-		n = sys_read(r->pipe, r->buf,
-			     left < (int)sizeof(r->buf) ? (unsigned long)left : sizeof(r->buf));
-		if (n <= 0)
-			break;
-		left -= (int)n;
-		r->off = 0;
-		r->len = n;
 	}
 	relay_stop(r);
 }
@@ -1604,38 +1616,21 @@ void front_main(long *sp)
 	{
 		/* the pipe closes at the command's execve, or says why setup failed; a child that a
 		 * process of the sandbox keeps stopped before its execve (it is visible there from
-		 * its birth) is killed after SETUP_MAX_S, and the full one says so */
+		 * its birth) is killed after DSEC_EXEC_SETUP_MAX_S, and the full one says so */
 		struct {
 			int fd;
 			short events, revents;
 		} pe = {ep[0], POLLIN_, 0};
 		struct {
 			long sec, nsec;
-		} wait = {SETUP_MAX_S, 0};
+		} wait = {DSEC_EXEC_SETUP_MAX_S, 0};
 		char c;
 		long r;
 
 		while ((r = S5(__NR_ppoll, &pe, 1, &wait, 0, 8)) == -EINTR_)
 			;
-		if (r == 0) { /* stalled: the full one would be too (exec.c: guard_arm) */
-			static char msg[300];
-			struct {
-				long pad[16];
-			} info;
+		int stalled = r == 0; /* the full one would be too (exec.c: guard_arm) */
 
-			S4(__NR_pidfd_send_signal, cpidfd, SIGKILL_, 0, 0);
-			S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0);
-			cg_release(1);
-			msg[0] = '\0';
-			cat(msg, sizeof(msg), "dsec-exec: error: ");
-			cat(msg, sizeof(msg), id);
-			cat(msg, sizeof(msg),
-			    ": the command was stopped or killed before it could start (a process "
-			    "of "
-			    "the sandbox signalling it?): given up after 5 s at most\n");
-			sys_write(2, msg, slen(msg));
-			sys_exit(125);
-		}
 		r = r > 0 ? sys_read(ep[0], &c, 1) : -1;
 		if (r != 0) { /* setup failed before the command ran: the full one, from scratch */
 			struct {
@@ -1644,6 +1639,10 @@ void front_main(long *sp)
 
 			S4(__NR_pidfd_send_signal, cpidfd, SIGKILL_, 0, 0);
 			S5(__NR_waitid, P_PIDFD, cpidfd, &info, WEXITED, 0);
+			if (stalled) {
+				cg_release(1);
+				fail_exit(id, DSEC_EXEC_STALLED, 125);
+			}
 			full_clean();
 		}
 	}
@@ -1721,16 +1720,8 @@ void front_main(long *sp)
 				relay_drain(&relays[fd]);
 			cg_release(timed_out);
 			S4(__NR_utimensat, AT_FDCWD_, sdir, 0, 0);
-			if (timed_out) {
-				static char msg[200];
-
-				msg[0] = '\0';
-				cat(msg, sizeof(msg), "dsec-exec: error: ");
-				cat(msg, sizeof(msg), id);
-				cat(msg, sizeof(msg), ": timed out\n");
-				sys_write(2, msg, slen(msg));
-				sys_exit(124);
-			}
+			if (timed_out)
+				fail_exit(id, "timed out", 124);
 			sys_exit(exited - 1);
 		}
 	}
