@@ -546,6 +546,10 @@ static int child_main(void *argp)
 	int fd, tmpfs, usock, hfd;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* a session of its own: a signal to the caller's process group or session (timeout -s
+	 * KILL, a shell's kill -9 -PGID, a terminal's hangup) must not end a sandbox already handed
+	 * out; until the exec, the death signal still takes it with us */
+	setsid();
 	/* the owner of its user namespace (holder.c): one uid per live holder, by its host pid,
 	 * which /proc/self names (we are pid 1 of our own namespace by now) */
 	if (a->owner_base) {

@@ -38,6 +38,22 @@ setup() {
 	[ "$(records | jq -r .pid | sort -u | wc -l)" -eq 5 ]
 }
 
+@test "spawn: a SIGKILL to the caller's process group spares the sandboxes it was handed" {
+	f=$TESTDIR/recs
+	setsid bash -c 'dsec-spawn --image busybox -n 2 >"$1"; exec sleep 60' x "$f" &
+	leader=$!
+	for _ in $(seq 100); do [ "$(wc -l <"$f" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+	# the whole group, as timeout -s KILL or kill -9 -PGID does
+	kill -KILL -- "-$leader"
+	wait "$leader" || true
+	[ "$(wc -l <"$f")" -eq 2 ]
+	for id in $(jq -r .id "$f"); do
+		pid=$(sb_pid "$id")
+		[ "$(ps -o sid= -p "$pid")" -eq "$pid" ]
+		[ "$(sb_run "$id" cat /proc/1/comm)" = dsec-holder ]
+	done
+}
+
 @test "spawn: inside, pid 1 is the holder and no host process is visible" {
 	spawn_one
 	run sb_run "$ID" sh -c 'cat /proc/1/comm; ls -d /proc/[0-9]* | wc -l'
