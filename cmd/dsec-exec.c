@@ -507,11 +507,7 @@ int main(int argc, char **argv)
 	 * object: one getrandom call is cheaper at every start */
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == sizeof(seed) && seed)
 		json_object_seed(seed);
-	/* 0, 1 and 2 open, so no descriptor made later takes their place */
-	while ((c = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && c <= 2)
-		fcntl(c, F_SETFD, 0);
-	if (c > 2)
-		close(c);
+	dsec_stdio_reserve(); /* the command finds a closed one closed too (EBADF) */
 	if (!envset)
 		return DSEC_EXIT_FATAL;
 	while ((c = getopt_long(argc, argv, "+hVqvte:w:u:j:k", longopts, NULL)) != -1) {

@@ -214,6 +214,7 @@ int main(int argc, char **argv)
 	int c, force = 0;
 
 	dsec_prog = "dsec-layer";
+	dsec_stdio_reserve();
 	setlocale(LC_CTYPE, "C.UTF-8");
 	dsec_jsonl_init_output();
 	dsec_import_opts_init(&o);

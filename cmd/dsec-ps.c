@@ -281,6 +281,7 @@ int main(int argc, char **argv)
 	int c, pools = 0, node = 0;
 
 	dsec_prog = "dsec-ps";
+	dsec_stdio_reserve();
 	while ((c = getopt_long(argc, argv, "hVqvt", longopts, NULL)) != -1) {
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;

@@ -353,6 +353,7 @@ int main(int argc, char **argv)
 	int c, all = 0, expired = 0, orphans = 0, lock;
 
 	dsec_prog = "dsec-reap";
+	dsec_stdio_reserve();
 	while ((c = getopt_long(argc, argv, "hVqva", longopts, NULL)) != -1) {
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;

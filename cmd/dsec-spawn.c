@@ -717,6 +717,7 @@ int main(int argc, char **argv)
 	unsigned rz_set = 0;
 
 	dsec_prog = "dsec-spawn";
+	dsec_stdio_reserve();
 	def.env = json_array();
 	def.labels = json_object();
 	def.pol = &defpol;

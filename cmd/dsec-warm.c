@@ -163,6 +163,8 @@ static int make_n(long long n)
 		dsec_sandbox_free(&sb);
 		if (dsec_jsonl_emit(rec, &err) < 0) {
 			json_decref(rec);
+			if (err.errnum != EPIPE)
+				dsec_err_print(&err);
 			return DSEC_EXIT_FATAL; /* the sandbox stays ready in the pool */
 		}
 		json_decref(rec);
@@ -237,8 +239,11 @@ static int drain(void)
 			json_t *rec = json_pack("{s:s, s:s, s:s, s:b}", "id", e[i].id, "image",
 						pool.image, "pool", pool.key, "reaped", 1);
 
-			if (dsec_jsonl_emit(rec, &err) < 0)
+			if (status != DSEC_EXIT_FATAL && dsec_jsonl_emit(rec, &err) < 0) {
+				if (err.errnum != EPIPE)
+					dsec_err_print(&err); /* once; the drain goes on */
 				status = DSEC_EXIT_FATAL;
+			}
 			json_decref(rec);
 		}
 	}
@@ -324,6 +329,7 @@ int main(int argc, char **argv)
 	unsigned res_set = 0;
 
 	dsec_prog = "dsec-warm";
+	dsec_stdio_reserve();
 	while ((c = getopt_long(argc, argv, "hVqvi:n:j:", longopts, &li)) != -1) {
 		if (dsec_cli_common(&cli, c, optarg))
 			continue;

@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,9 +51,18 @@ void dsec_usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s: error: %s\nTry '%s --help' for more information.\n", dsec_prog, buf,
-		dsec_prog);
+	dsec_errorx("%s", buf); /* control bytes of an argument as \xNN, like every message */
+	fprintf(stderr, "Try '%s --help' for more information.\n", dsec_prog);
 	exit(DSEC_EXIT_USAGE);
+}
+
+void dsec_stdio_reserve(void)
+{
+	/* in order, so each open takes the lowest free number: the closed one */
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF &&
+		    open("/dev/null", O_RDONLY | O_NOCTTY) != fd)
+			_exit(DSEC_EXIT_FATAL);
 }
 
 void dsec_fatal(const struct dsec_err *err)
@@ -71,7 +82,9 @@ void dsec_cli_paths(struct dsec_cli *cli, struct dsec_paths *paths)
 int dsec_cli_exit(int status)
 {
 	if (dsec_close_stdout() < 0) {
-		dsec_errorx("write to stdout failed");
+		/* a failure already said why (and the write that failed said so) */
+		if (status == DSEC_EXIT_OK)
+			dsec_errorx("write to stdout failed");
 		return DSEC_EXIT_FATAL;
 	}
 	return status;

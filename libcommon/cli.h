@@ -46,6 +46,11 @@ int dsec_cli_common(struct dsec_cli *cli, int c, const char *optarg_);
 /* Print "tool: error: msg" and "Try 'tool --help'" and exit 2. */
 __attribute__((noreturn, format(printf, 1, 2))) void dsec_usage_error(const char *fmt, ...);
 
+/* First thing in main: a closed stdin, stdout or stderr is made /dev/null opened read-only,
+ * so no descriptor made later (the run dir's lock, a state file) takes its number and gets
+ * records or messages; a write to a closed stdout still fails (EBADF), as it should. */
+void dsec_stdio_reserve(void);
+
 /* Print err and exit 3 (fatal). */
 __attribute__((noreturn)) void dsec_fatal(const struct dsec_err *err);
 
@@ -57,7 +62,8 @@ void dsec_cli_paths(struct dsec_cli *cli, struct dsec_paths *paths);
  * Returns as fork() does. */
 pid_t dsec_fork_worker(void);
 
-/* Finish: close stdout (failure → 3), else return status. */
+/* Finish: close stdout (failure → 3, said on stderr unless status already is a failure),
+ * else return status. */
 int dsec_cli_exit(int status);
 
 #endif

@@ -769,7 +769,6 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 	for (;;) {
 		size_t len, used;
 		char *line = next_line(L, &len, &used);
-		json_error_t je;
 		const char *p;
 		int bad = 0;
 
@@ -802,15 +801,8 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 				     L->max_line);
 		else if (memchr(line, '\0', len))
 			dsec_err_set(e, EINVAL, "<stdin>:%lu: NUL byte in line", L->lineno);
-		else if (*p && !(*rec = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je)))
-			dsec_err_set(e, EINVAL, "<stdin>:%lu: invalid JSON: %s", L->lineno,
-				     je.text);
-		else if (*rec && !json_is_object(*rec)) {
-			json_decref(*rec);
-			*rec = NULL;
-			dsec_err_set(e, EINVAL, "<stdin>:%lu: record is not a JSON object",
-				     L->lineno);
-		}
+		else if (*p && !(*rec = dsec_jsonl_parse(line, len, e)))
+			dsec_err_wrap(e, "<stdin>:%lu", L->lineno);
 		L->ioff += used;
 		if (*rec)
 			return 1;

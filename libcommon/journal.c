@@ -234,7 +234,7 @@ json_t *dsec_jn_read_entry(struct dsec_journal *j, off_t off, size_t len, struct
 
 	if (!p)
 		return NULL;
-	e = json_loadb(p, len, 0, &je);
+	e = json_loadb(p, len, JSON_ALLOW_NUL, &je);
 	if (!json_is_object(e)) {
 		json_decref(e);
 		return dsec_err_set(err, EIO, "journal '%s': entry at %lld changed under us",
@@ -501,7 +501,8 @@ static int load(struct dsec_journal *j, struct dsec_err *err)
 			}
 		}
 		if (line > 1 || (end - pos == hl && !memcmp(buf + pos, HEADER, hl)))
-			e = json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES, &je);
+			e = json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+				       &je);
 		if (!nl || !json_is_object(e)) {
 			/* Only the last line may be torn (a crash in the middle of an append); a
 			 * torn first line is one only when it is a part of the header. */

@@ -88,7 +88,6 @@ static long read_line(struct dsec_jsonl_reader *r, int *has_nul)
 int dsec_jsonl_next(struct dsec_jsonl_reader *r, json_t **out, struct dsec_err *err)
 {
 	for (;;) {
-		json_error_t jerr;
 		json_t *v;
 		int has_nul;
 		long len = read_line(r, &has_nul);
@@ -108,18 +107,56 @@ int dsec_jsonl_next(struct dsec_jsonl_reader *r, json_t **out, struct dsec_err *
 			;
 		if (!*p)
 			continue;
-		v = json_loadb(r->buf, (size_t)len, JSON_REJECT_DUPLICATES, &jerr);
-		if (!v)
-			return dsec_err_set(err, EINVAL, "%s:%lu: invalid JSON: %s", r->name,
-					    r->line, jerr.text);
-		if (!json_is_object(v)) {
-			json_decref(v);
-			return dsec_err_set(err, EINVAL, "%s:%lu: record is not a JSON object",
-					    r->name, r->line);
-		}
+		if (!(v = dsec_jsonl_parse(r->buf, (size_t)len, err)))
+			return dsec_err_wrap(err, "%s:%lu", r->name, r->line);
 		*out = v;
 		return 1;
 	}
+}
+
+/* Does v hold a string with a NUL (\u0000) anywhere? */
+static int has_nul_string(json_t *v)
+{
+	const char *k;
+	json_t *m;
+	size_t i;
+
+	if (json_is_string(v))
+		return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
+	if (json_is_object(v)) {
+		json_object_foreach(v, k, m)
+			if (has_nul_string(m))
+				return 1;
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, m)
+			if (has_nul_string(m))
+				return 1;
+	}
+	return 0;
+}
+
+json_t *dsec_jsonl_parse(const char *line, size_t len, struct dsec_err *err)
+{
+	json_error_t je;
+	const char *k;
+	json_t *v = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je), *m;
+
+	if (!v)
+		return dsec_err_set(err, EINVAL, "invalid JSON: %s", je.text), NULL;
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return dsec_err_set(err, EINVAL, "record is not a JSON object"), NULL;
+	}
+	/* a command's output keeps its NUL bytes ("exec" is dsec-exec's); anywhere else a string
+	 * with one would be cut short by every C string it becomes (an id, an argument, a path) */
+	json_object_foreach(v, k, m) {
+		if (strcmp(k, "exec") != 0 && has_nul_string(m)) {
+			dsec_err_set(err, EINVAL, "\"%s\": \\u0000 is allowed only in \"exec\"", k);
+			json_decref(v);
+			return NULL;
+		}
+	}
+	return v;
 }
 
 int dsec_jsonl_emit(json_t *rec, struct dsec_err *err)

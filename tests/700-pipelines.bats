@@ -37,3 +37,36 @@ setup() {
 	[ "$(records | jq -r -s 'map(select(.error)) | .[0].error.tool')" = "dsec-spawn" ]
 	[ "$(records | jq -s 'map(select(.reaped == true)) | length')" = 2 ]
 }
+
+@test "a tool started with stdin, stdout or stderr closed: records and messages go nowhere else" {
+	# the run dir's lock (or any file) must not take fd 1 or 2: a spawn that cannot print its
+	# record removes the sandbox and exits 3, saying so once on stderr
+	run bash -c 'dsec-spawn --image busybox >&-'
+	[ "$status" -eq 3 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "${lines[0]}" == "dsec-spawn: error: write to stdout"* ]]
+	[ -z "$(ls "$DSEC_RUN/sandboxes")" ]
+	run bash -c 'dsec-spawn --image busybox 2>&-'
+	[ "$status" -eq 0 ]
+	id=$(records | jq -r .id)
+	[ -n "$(ls "$DSEC_RUN/sandboxes")" ]
+	! grep -q . "$DSEC_RUN/lock"
+	# reap with stdin closed reads no records (it reaps nothing); by id with stdout closed it
+	# reaps and exits 3
+	run bash -c 'dsec-reap <&-'
+	[ "$status" -eq 0 ]
+	[ -d "$DSEC_RUN/sandboxes/$id" ]
+	run bash -c "dsec-reap $id >&-"
+	[ "$status" -eq 3 ]
+	[ ! -e "$DSEC_RUN/sandboxes/$id" ]
+	# records mode: results that cannot be written are a failure, not lost with exit 0
+	id=$(dsec-spawn --image busybox | jq -r .id)
+	run bash -c "echo '{\"id\":\"$id\"}' | dsec-exec -- echo hi >&-"
+	[ "$status" -eq 3 ]
+	# foreground: the command finds stdout closed too
+	run bash -c "dsec-exec $id -- sh -c 'echo hi || echo closed >&2' >&-"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *closed ]]
+	! grep -q . "$DSEC_RUN/lock"
+	dsec-reap "$id" >/dev/null
+}

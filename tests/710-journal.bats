@@ -276,3 +276,26 @@ done_count() {
 	run dsec-exec --journal "$TESTDIR" <<<"{\"id\":\"$id\",\"sh\":\"true\"}"
 	[ "$status" -eq 3 ]
 }
+
+@test "journal: output with NUL bytes is kept, replayed, and read by the next tool" {
+	id=$(spawn 1)
+	jq -nc --arg id "$id" '{id: $id, traj: "t", step: 0, sh: "printf \u0027a\\000b\u0027"}' >"$TESTDIR/in"
+	run dsec-exec --journal "$J" <"$TESTDIR/in"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(records | jq -r '.exec.stdout | explode | map(tostring) | join(",")')" = "97,0,98" ]
+	[ "$(grep -c '"t":"done"' "$J")" -eq 1 ]
+	# started again: answered from the journal, not run again, the same bytes
+	run dsec-exec --journal "$J" <"$TESTDIR/in"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(records | jq -r '.exec.stdout | explode | map(tostring) | join(",")')" = "97,0,98" ]
+	[ "$(grep -c '"t":"done"' "$J")" -eq 1 ]
+	# the next tool of the pipeline takes the record: the sandbox is reaped
+	run bash -c "dsec-exec --journal '$J' <'$TESTDIR/in' | dsec-reap"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	json_is "$(records)" .reaped true
+	[ ! -e "$DSEC_RUN/sandboxes/$id" ]
+	# anywhere but in "exec", a NUL would be cut short: refused
+	run bash -c "jq -nc --arg id '$id' '{id: (\$id + \"\\u0000x\")}' | dsec-reap"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"id": \u0000 is allowed only in "exec"'* ]]
+}
