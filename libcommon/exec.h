@@ -172,6 +172,10 @@ void dsec_capture_free(struct dsec_capture *c);
  * maximal invalid subpart, as Unicode recommends); NUL bytes are kept (\u0000). New reference. */
 json_t *dsec_utf8_json(const char *s, size_t len);
 
+/* The same, cut where the string as written in JSON (quotes and escapes included) would pass
+ * max bytes: *cut 1 then (when not NULL); *size (when not NULL) is what it takes written. */
+json_t *dsec_utf8_json_max(const char *s, size_t len, size_t max, size_t *size, int *cut);
+
 /* "SIGKILL" for 9; static storage. */
 const char *dsec_signame(int sig);
 

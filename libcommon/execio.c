@@ -143,11 +143,26 @@ void dsec_capture_free(struct dsec_capture *c)
 
 json_t *dsec_utf8_json(const char *s, size_t len)
 {
+	return dsec_utf8_json_max(s, len, SIZE_MAX, NULL, NULL);
+}
+
+/* What byte b (ASCII) takes in a JSON string as jansson writes it */
+static size_t json_ascii_size(unsigned char b)
+{
+	if (b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t')
+		return 2;
+	return b < 0x20 ? 6 : 1; /* \u00XX */
+}
+
+json_t *dsec_utf8_json_max(const char *s, size_t len, size_t max, size_t *size, int *cut)
+{
 	const unsigned char *p = (const unsigned char *)s;
 	char *out = malloc(len * 3 + 1);
-	size_t i = 0, o = 0;
+	size_t i = 0, o = 0, enc = 2; /* the quotes */
 	json_t *j;
 
+	if (cut)
+		*cut = 0;
 	if (!out)
 		return NULL;
 	while (i < len) {
@@ -155,7 +170,14 @@ json_t *dsec_utf8_json(const char *s, size_t len)
 		unsigned need, k;
 		unsigned char lo = 0x80, hi = 0xbf;
 
+		/* stop before a byte (or sequence: at most 4 bytes written) that may not fit */
+		if (enc + 6 > max && enc + (b >= 0x80 ? 4 : json_ascii_size(b)) > max) {
+			if (cut)
+				*cut = 1;
+			break;
+		}
 		if (b < 0x80) {
+			enc += json_ascii_size(b);
 			out[o++] = (char)b;
 			i++;
 			continue;
@@ -185,13 +207,17 @@ json_t *dsec_utf8_json(const char *s, size_t len)
 		if (need && k > need) {
 			memcpy(out + o, p + i, need + 1);
 			o += need + 1;
+			enc += need + 1;
 			i += need + 1;
 		} else {
 			memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD for the maximal subpart */
 			o += 3;
+			enc += 3;
 			i += need ? k : 1;
 		}
 	}
+	if (size)
+		*size = enc;
 	j = json_stringn_nocheck(out, o);
 	free(out);
 	return j;

@@ -37,6 +37,7 @@ struct job {
 	struct rusage ru;
 	int64_t oom0; /* the sandbox's OOM kill count when it started (-1 unknown) */
 	struct dsec_journal_step *js; /* its step in the journal, or NULL */
+	size_t in_len;                /* the record's line as read */
 };
 
 struct done {
@@ -59,7 +60,8 @@ struct loop {
 	char *ibuf;
 	size_t ioff, ilen, icap, max_line; /* pending input: ibuf[ioff..ilen) */
 	unsigned long lineno;
-	int skipping; /* inside a line that is too long */
+	size_t rec_len; /* the line of the record take_record gave last */
+	int skipping;   /* inside a line that is too long */
 	char *obuf;   /* replayed records (whole lines) not yet written */
 	size_t olen, ocap;
 	struct done *durable; /* finished steps waiting for their journal entry to be synced */
@@ -496,6 +498,7 @@ static int job_start(struct loop *L, struct job *j, json_t *rec, unsigned long s
 	j->out = j->errfd = j->in = -1;
 	j->rec = rec;
 	j->seq = seq;
+	j->in_len = L->rec_len;
 	if (!json_is_string(id)) {
 		dsec_err_set(&e, EINVAL, "<stdin>:%lu: record without an \"id\"", L->lineno);
 		goto bad;
@@ -653,7 +656,9 @@ bad:
 
 static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 {
-	json_t *x, *rec = j->rec;
+	json_t *x, *oerr, *rec = j->rec;
+	size_t used, room, esize = 0;
+	int ocut, ecut;
 	struct dsec_journal_step *js;
 	struct dsec_err e;
 	unsigned long seq;
@@ -675,11 +680,19 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 	json_object_set_new(x, "signal",
 			    WIFSIGNALED(j->status) ? json_string(dsec_signame(WTERMSIG(j->status)))
 						   : json_null());
+	/* the record out must stay a line the tools downstream read (DSEC_MAX_LINE, as ours):
+	 * what it came with, its command again, the rest of "exec" (4 KiB is plenty), and the
+	 * output in what is left, stderr in at most half of it */
+	used = j->in_len + json_dumpb(j->cmd, NULL, 0, JSON_COMPACT) + 4096;
+	room = L->max_line > used ? L->max_line - used : 0;
+	oerr = dsec_utf8_json_max(j->cerr.buf ? j->cerr.buf : "", j->cerr.len, room / 2, &esize,
+				  &ecut);
 	json_object_set_new(x, "stdout",
-			    dsec_utf8_json(j->cout.buf ? j->cout.buf : "", j->cout.len));
-	json_object_set_new(x, "stderr",
-			    dsec_utf8_json(j->cerr.buf ? j->cerr.buf : "", j->cerr.len));
-	json_object_set_new(x, "truncated", json_boolean(j->cout.truncated || j->cerr.truncated));
+			    dsec_utf8_json_max(j->cout.buf ? j->cout.buf : "", j->cout.len,
+					       room > esize ? room - esize : 0, NULL, &ocut));
+	json_object_set_new(x, "stderr", oerr);
+	json_object_set_new(x, "truncated", json_boolean(j->cout.truncated || j->cerr.truncated ||
+							 ocut || ecut));
 	json_object_set_new(x, "timed_out", json_boolean(j->timed_out));
 	/* processes of the sandbox the OOM killer ended while the command ran: the command or
 	 * anything it started, or anything else running there then */
@@ -804,6 +817,7 @@ static int take_record(struct loop *L, json_t **rec, struct dsec_err *e)
 		else if (*p && !(*rec = dsec_jsonl_parse(line, len, e)))
 			dsec_err_wrap(e, "<stdin>:%lu", L->lineno);
 		L->ioff += used;
+		L->rec_len = len;
 		if (*rec)
 			return 1;
 		if (*p)

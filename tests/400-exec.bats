@@ -578,6 +578,21 @@ sb_cgroup() {
 	json_is "$(records)" '[.exec.truncated,(.exec.stdout|length),.exec.stderr,.exec.exit,.exec.timed_out] | @json' '[true,1024,"e\n",0,false]'
 }
 
+@test "--max-output: output is cut further so the record stays a line the next tool reads" {
+	# 300000 NUL bytes are 1.8 MB as JSON (\u0000 each): past a 100000-byte line limit
+	export DSEC_MAX_LINE=100000
+	jq -nc --arg id "$ID" --arg pad "$(head -c 20000 /dev/zero | tr '\0' x)" \
+		'{id: $id, pad: $pad, sh: "head -c 300000 /dev/zero; head -c 300000 /dev/zero >&2"}' >"$TESTDIR/in"
+	dsec-exec --max-output 1M <"$TESTDIR/in" >"$TESTDIR/out"
+	[ "$(wc -c <"$TESTDIR/out")" -le 100000 ]
+	json_is "$(cat "$TESTDIR/out")" '.exec.truncated' true
+	json_is "$(cat "$TESTDIR/out")" '.pad | length' 20000
+	json_has "$(cat "$TESTDIR/out")" '(.exec.stdout | length) > 5000 and (.exec.stderr | length) > 5000'
+	run dsec-reap <"$TESTDIR/out"
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .reaped true
+}
+
 @test "output that is not UTF-8 becomes valid JSON with U+FFFD" {
 	run bash -c "echo '{\"id\":\"$ID\",\"sh\":\"printf \\\"a\\\\377b\\\\342\\\\202c\\\"\"}' | dsec-exec"
 	[ "$status" -eq 0 ]

@@ -181,6 +181,33 @@ int main(int argc, char **argv)
 		free(s);
 		json_decref(j);
 	}
+	{
+		/* cut to what fits written: the sizes are those of jansson's own output */
+		static const struct {
+			const char *in;
+			size_t len, max;
+			const char *out;
+			int cut;
+		} cuts[] = {
+		    {"abcdefghijkl", 12, 10, "\"abcdefgh\"", 1},
+		    {"abcdefgh", 8, 10, "\"abcdefgh\"", 0},
+		    {"\0\0", 2, 10, "\"\\u0000\"", 1},
+		    {"a\n\"", 3, 7, "\"a\\n\\\"\"", 0},
+		    {"a\xf0\x9f\x98\x80", 5, 6, "\"a\"", 1},
+		    {"abc", 3, 0, "\"\"", 1},
+		};
+		for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+			size_t sz = 0;
+			int cut = -1;
+			json_t *j = dsec_utf8_json_max(cuts[i].in, cuts[i].len, cuts[i].max, &sz, &cut);
+			char *s = json_dumps(j, JSON_ENCODE_ANY);
+
+			ok(s && !strcmp(s, cuts[i].out) && cut == cuts[i].cut && sz == strlen(s),
+			   "utf8_json_max %zu: %s cut %d size %zu", i, s ? s : "", cut, sz);
+			free(s);
+			json_decref(j);
+		}
+	}
 	ok(!strcmp(dsec_signame(9), "SIGKILL"), "signame");
 
 	/* environment */
