@@ -36,10 +36,13 @@ extern const unsigned dsec_seccomp_builtin_len;
 #define MAX_NAME 64
 #define MAX_TOTAL_NAMES 4096
 
-/* Every namespace flag clone takes (CLONE_NEWTIME's bit is the exit signal's there). */
-#define NS_FLAGS                                                                                   \
+/* The clone flags a sandbox may not use: every namespace flag clone takes (CLONE_NEWTIME's bit
+ * is the exit signal's there), and CLONE_PARENT, which makes the new process a child of its
+ * caller's parent: for a command, dsec-exec on the host, where nobody waits for it, so its
+ * zombies would hold pids of the sandbox's cgroup (and of the host) past the reap. */
+#define CLONE_DENIED                                                                               \
 	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |             \
-	 CLONE_NEWPID | CLONE_NEWNET)
+	 CLONE_NEWPID | CLONE_NEWNET | CLONE_PARENT)
 
 /* What a sandbox may call. Everything else fails with EPERM: among others (dsec-seccomp(5) has
  * the full list and the reasons) kernel modules, kexec, reboot, swap, accounting, clock and time
@@ -299,9 +302,9 @@ static int default_rules(struct build *b, struct dsec_err *err)
 	for (i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
 		if (add(b, SCMP_ACT_ALLOW, allowed[i], 0, NULL, NULL, err) < 0)
 			return -1;
-	/* Threads and fork, but no namespace; clone3 hides its flags behind a pointer seccomp
+	/* Threads and fork, but no namespace and no CLONE_PARENT; clone3 hides its flags behind a pointer seccomp
 	 * cannot read, so it answers ENOSYS and libc falls back to clone. */
-	a = SCMP_A0(SCMP_CMP_MASKED_EQ, NS_FLAGS, 0);
+	a = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_DENIED, 0);
 	if (add(b, SCMP_ACT_ALLOW, "clone", 1, &a, NULL, err) < 0 ||
 	    add(b, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, NULL, err) < 0)
 		return -1;
