@@ -40,9 +40,9 @@
 #include "state.h"
 #include "tap.h"
 
-#define NS_FLAGS_TEST                                                                              \
+#define CLONE_DENIED_TEST                                                                          \
 	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |             \
-	 CLONE_NEWPID | CLONE_NEWNET)
+	 CLONE_NEWPID | CLONE_NEWNET | CLONE_PARENT)
 #define NOPATH "/nonexistent-dsec-seccomp-probe"
 
 static int pty = -1; /* the probe child's own pty (master side, then slave) */
@@ -1140,9 +1140,9 @@ static void bpf_properties(const struct dsec_seccomp *sc)
 		lo = (uint32_t)v;
 		want = lo == TIOCSTI || lo == TIOCLINUX ? EPERM_RET : ALLOW;
 		bad_ioctl += verdict(p, X64, SYS_ioctl, 3, v) != want;
-		/* clone: namespace flags anywhere among random flags */
-		v = rnd() & (i % 2 ? ~0ULL : ~(uint64_t)NS_FLAGS_TEST);
-		want = v & NS_FLAGS_TEST ? EPERM_RET : ALLOW;
+		/* clone: namespace flags or CLONE_PARENT anywhere among random flags */
+		v = rnd() & (i % 2 ? ~0ULL : ~(uint64_t)CLONE_DENIED_TEST);
+		want = v & CLONE_DENIED_TEST ? EPERM_RET : ALLOW;
 		bad_clone += verdict(p, X64, SYS_clone, v, 0) != want;
 		/* socket: small families, with and without upper bits */
 		v = (rnd() % 48) | (i % 3 ? 0 : rnd() << 32);
@@ -1161,7 +1161,7 @@ static void bpf_properties(const struct dsec_seccomp *sc)
 	   "bpf: ioctl denied exactly when the low 32 bits are TIOCSTI or TIOCLINUX "
 	   "(%d wrong)",
 	   bad_ioctl);
-	ok(bad_clone == 0, "bpf: clone denied exactly when a namespace flag is set (%d wrong)",
+	ok(bad_clone == 0, "bpf: clone denied exactly when a namespace flag or CLONE_PARENT is set (%d wrong)",
 	   bad_clone);
 	ok(bad_socket == 0, "bpf: socket allowed exactly for unix, inet, inet6, netlink (%d wrong)",
 	   bad_socket);
