@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "exec.h"
+#include "exec-stdio.h"
 #include "journal.h"
 #include "jsonl.h"
 #include "pty.h"
@@ -155,7 +156,8 @@ static int relay_setup(int i, int *cmd_fd, struct dsec_err *err)
 
 	r->file = r->pipe = r->peek = -1;
 	r->off = r->len = 0;
-	if (fstat(i, &st) < 0 || (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1))
+	if (fstat(i, &st) < 0 || (S_ISCHR(st.st_mode) && major(st.st_rdev) == DSEC_MEM_MAJOR &&
+				   DSEC_MEM_MINOR_PLAIN(minor(st.st_rdev))))
 		return 0; /* closed (the command finds it closed too), or /dev/null and kin */
 	if (S_ISDIR(st.st_mode) || (fcntl(i, F_GETFL) & O_PATH))
 		return 0; /* as it is, for dsec_exec_start to refuse */

@@ -121,6 +121,19 @@ rec() {
 	[[ " $output " == *" 7 "* ]] || { echo "control: $output"; return 1; }
 }
 
+@test "fds: of the memory devices only null, zero, full, random and urandom reach a command as they are" {
+	# /dev/kmsg (like mem, kmem, port) as stdin is relayed through a pipe, in the front and
+	# in the full dsec-exec (-e takes the full one)
+	for a in "" "-e A=1"; do
+		# shellcheck disable=SC2086
+		run dsec-exec $a "$ID" readlink /proc/self/fd/0 </dev/kmsg
+		[[ "$output" == pipe:* ]] || { echo "kmsg ($a): $output"; return 1; }
+		# shellcheck disable=SC2086
+		run dsec-exec $a "$ID" readlink /proc/self/fd/0 </dev/zero
+		[ "$output" = /dev/zero ] || { echo "control zero ($a): $output"; return 1; }
+	done
+}
+
 @test "cwd: -w and a record's cwd through /proc/self/fd, /proc/PID/cwd or a planted link stay inside (CVE-2024-21626)" {
 	mkdir "$TESTDIR/hostdir"
 	echo hostsecret >"$TESTDIR/hostdir/victim"

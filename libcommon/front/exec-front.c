@@ -42,6 +42,7 @@
 
 #include "../caps-default.h"
 #include "../exec-guard.h"
+#include "../exec-stdio.h"
 
 /* ---- system calls ---- */
 
@@ -712,7 +713,8 @@ static int plain_stdio(void)
 		    S5(__NR_statx, fd, "", AT_EMPTY_PATH_, STATX_TYPE | STATX_INO, &sx[fd]) < 0)
 			return 0;
 		t = sx[fd].stx_mode & 0170000;
-		if (t == 0020000 && sx[fd].stx_rdev_major == 1) /* /dev/null and kin */
+		if (t == 0020000 && sx[fd].stx_rdev_major == DSEC_MEM_MAJOR &&
+		    DSEC_MEM_MINOR_PLAIN(sx[fd].stx_rdev_minor)) /* /dev/null and kin */
 			continue;
 		if (t != 0020000 && t != 0010000 && t != 0140000 && t != 0100000 && t != 0060000)
 			return 0;
