@@ -67,7 +67,7 @@ $(B)/libexec/dsec-exec: cmd/dsec-exec.c $(B)/libcommon.a $(wildcard libcommon/*.
 	$(CC) $(CFLAGS) -o $@ $< $(B)/libcommon.a $(LDFLAGS) $(LDLIBS)
 
 ifneq ($(filter x86_64-% aarch64-%,$(shell $(CC) -dumpmachine)),)
-$(B)/dsec-exec: libcommon/front/exec-front.c libcommon/caps-default.h libcommon/exec-guard.h libcommon/exec-stdio.h $(B)/gen/seccomp-builtin.c
+$(B)/dsec-exec: libcommon/front/exec-front.c libcommon/caps-default.h libcommon/exec-domain.h libcommon/exec-guard.h libcommon/exec-stdio.h $(B)/gen/seccomp-builtin.c
 	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -static -nostdlib -ffreestanding -fno-builtin \
 		-fno-stack-protector -fno-asynchronous-unwind-tables -o $@ \
 		libcommon/front/exec-front.c $(B)/gen/seccomp-builtin.c

@@ -2,6 +2,7 @@
 #include "resource.h"
 #include "caps.h"
 #include "cgroup.h"
+#include "exec-domain.h"
 #include "seccomp.h"
 
 #include <errno.h>
@@ -398,6 +399,32 @@ static int caller_gone(int sock)
 }
 
 /* The command's process: in every namespace of the sandbox, in its cgroup. */
+/* A Landlock domain of the command's own (exec-domain.h). 0, or -1 with err; 0 also where the
+ * kernel has no Landlock, or only its first ABI. */
+static int own_domain(struct dsec_err *err)
+{
+	struct dsec_ll_ruleset_attr ra = {.handled_access_fs = DSEC_LL_HANDLED};
+	struct dsec_ll_path_beneath pb = {.allowed_access = DSEC_LL_HANDLED};
+	long rs = syscall(DSEC_NR_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	int r = -1;
+
+	if (rs < 0)
+		return errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL
+			   ? 0
+			   : dsec_err_sys(err, "landlock ruleset");
+	pb.parent_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pb.parent_fd < 0 ||
+	    syscall(DSEC_NR_landlock_add_rule, rs, DSEC_LL_RULE_PATH_BENEATH, &pb, 0) < 0 ||
+	    syscall(DSEC_NR_landlock_restrict_self, rs, 0) < 0)
+		dsec_err_sys(err, "landlock domain");
+	else
+		r = 0;
+	if (pb.parent_fd >= 0)
+		close(pb.parent_fd);
+	close((int)rs);
+	return r;
+}
+
 __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 {
 	/* no cwd asked for: the sandbox's working dir (its image's), "/" while that is missing */
@@ -460,6 +487,9 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 		dsec_err_sys(&err, "set no_new_privs");
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
+	/* out of reach of what other commands leave running, and they of it */
+	if (!c->s->fn && own_domain(&err) < 0)
+		child_fail(c, DSEC_EXEC_FAILED, &err);
 	/* The command dies with its dsec-exec (a kill -9 of it included), which alone enforces
 	 * its timeout and collects its output: set after the ids changed (that clears it), and
 	 * then the caller's end of the sync socket must still be open, or it died before. */

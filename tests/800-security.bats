@@ -543,6 +543,27 @@ rec() {
 	[ -z "$out" ] || { echo "control: '$out'"; return 1; }
 }
 
+@test "leftovers: a process one command leaves running can neither read nor write a later one (the grader); its own children it can" {
+	abi=$(dsec-exec "$ID" probe landlock-abi)
+	[ "$abi" -ge 2 ] || skip "the kernel has no Landlock ABI 2 or later ($abi)"
+	# a thief left running: it copies every other process's environment into /tmp/stolen
+	dsec-exec "$ID" -- sh -c 'setsid sh -c "while :; do for p in /proc/[0-9]*; do
+		tr \"\\0\" \"\\n\" <\$p/environ 2>/dev/null | grep TOKEN >>/tmp/stolen; done; sleep 0.05; done" \
+		</dev/null >/dev/null 2>&1 & echo $! >/tmp/thief'
+	for fast in 1 0; do
+		DSEC_EXEC_FAST=$fast dsec-exec -e TOKEN=secret$fast "$ID" -- sleep 1
+	done
+	rec "$ID" '"env":{"TOKEN":"secret-rec"},"cmd":["sleep","1"]' | dsec-exec >/dev/null
+	run dsec-exec "$ID" -- sh -c 'cat /tmp/stolen 2>/dev/null; echo end'
+	[ "$output" = end ] || { echo "stolen: $output"; return 1; }
+	# nor does a later command reach the thief (/proc/PID/environ, mem: ptrace_may_access)
+	run dsec-exec "$ID" -- sh -c 'cat /proc/$(cat /tmp/thief)/environ >/dev/null && echo read'
+	[ "$status" -ne 0 ] && [[ "$output" == *"Permission denied"* ]] || { echo "reached: $output"; return 1; }
+	# control: within one command, the same read of a child works
+	run dsec-exec -e TOKEN=mine "$ID" -- sh -c 'sleep 2 & sleep 0.2; tr "\0" "\n" </proc/$!/environ | grep TOKEN'
+	[ "$output" = TOKEN=mine ] || { echo "control: $output"; return 1; }
+}
+
 @test "leftovers: what a command leaves running holds neither the caller's \$(...), a pipe nor its terminal, and writes nothing there after the exit" {
 	[ -x "$TOP/build/libexec/dsec-exec" ] || skip "no front on this architecture"
 	local fast out t0 t1

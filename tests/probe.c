@@ -2,7 +2,8 @@
  * subcommand prints one line on stdout and exits 0, or prints "error: ..." and exits 1.
  * Built with -static by the Makefile (build/tests/probe); tests copy it into a sandbox.
  *
- *   pid | ppid | uid | hostname | cwd | nnp | seccomp | fds | caps | mounts | cgroup | ns
+ *   pid | ppid | uid | hostname | cwd | nnp | seccomp | landlock-abi | fds | caps | mounts
+ *   cgroup | ns
  *   tty | env NAME | read PATH | write PATH [DATA] | syscall NAME | exit N | kill SIG
  *   sleep SECS | sleepers N (N background sleepers, each setsid and ignoring SIGTERM)
  *   open PATH MODE | reopen PATH MODE (O_PATH, then again through /proc/self/fd: the
@@ -830,6 +831,8 @@ static int dispatch(int argc, char **argv)
 		printf("%d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
 	else if (!strcmp(c, "seccomp"))
 		printf("%d\n", prctl(PR_GET_SECCOMP, 0, 0, 0, 0));
+	else if (!strcmp(c, "landlock-abi")) /* the kernel's Landlock ABI, -1 without */
+		printf("%ld\n", syscall(444 /* landlock_create_ruleset */, NULL, 0, 1UL));
 	else if (!strcmp(c, "fds"))
 		return do_fds();
 	else if (!strcmp(c, "caps"))

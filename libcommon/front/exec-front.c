@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "../caps-default.h"
+#include "../exec-domain.h"
 #include "../exec-guard.h"
 #include "../exec-stdio.h"
 
@@ -100,6 +101,9 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 #define ENOENT_ 2
 #define EINTR_ 4
 #define EAGAIN_ 11
+#define EINVAL_ 22
+#define ENOSYS_ 38
+#define EOPNOTSUPP_ 95
 #define SIGCHLD_ 17
 #define SIGKILL_ 9
 #define SIGSTOP_ 19
@@ -1433,6 +1437,27 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	S4(__NR_rt_sigprocmask, SIG_SETMASK_, &none, 0, 8);
 	if (S5(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		goto fail;
+	/* a Landlock domain of its own, as the full one gives (exec.c: own_domain) */
+	{
+		struct dsec_ll_ruleset_attr ra = {DSEC_LL_HANDLED};
+		struct dsec_ll_path_beneath pb = {DSEC_LL_HANDLED, -1};
+		long rs = S3(DSEC_NR_landlock_create_ruleset, &ra, sizeof(ra), 0);
+
+		if (rs >= 0) {
+			long r = pb.parent_fd = sys_open("/", O_PATH | O_DIRECTORY);
+
+			if (r >= 0)
+				r = S4(DSEC_NR_landlock_add_rule, rs, DSEC_LL_RULE_PATH_BENEATH, &pb, 0);
+			if (r >= 0)
+				r = S2(DSEC_NR_landlock_restrict_self, rs, 0);
+			if (pb.parent_fd >= 0)
+				sys_close(pb.parent_fd);
+			sys_close((int)rs);
+			if (r < 0)
+				goto fail;
+		} else if (rs != -ENOSYS_ && rs != -EOPNOTSUPP_ && rs != -EINVAL_)
+			goto fail;
+	}
 	/* dies with us (exec.c: child_command), once the ids are set (that clears it); a pipe
 	 * whose reader is gone reports an error: we died before */
 	{
