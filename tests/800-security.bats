@@ -196,7 +196,9 @@ rec() {
 @test "race: dsec's own processes in the sandbox (exec before its exec, cp's copier) leak no cwd, root, exe or fd" {
 	mkdir -p "$TESTDIR/tree/sub"
 	echo hostsecret >"$TESTDIR/tree/sub/f"
-	dsec-exec "$ID" sh -c 'probe watch 5 >/tmp/watch 2>&1 &'
+	# the watcher enters with nsenter, not dsec-exec: no Landlock domain of a command's
+	# (which alone would keep it from looking), all the sandbox root's capabilities
+	sb_run "$ID" sh -c '/bin/probe watch 5 >/tmp/watch 2>&1 &'
 	sleep 0.3
 	# a copier that lives 2 s, and many execs; stdio pipes or /dev/null, never a host file
 	(sleep 2; tar -C "$TESTDIR/tree" -cf - sub) | dsec-exec cp - "$ID:/tmp" 2>&1 | cat
@@ -213,7 +215,7 @@ rec() {
 	exec 5<"$TESTDIR/tree"
 	sb_run "$ID" sh -c '/bin/probe decoy >/dev/null 2>&1 &'
 	exec 5<&-
-	run dsec-exec "$ID" probe watch 1
+	run sb_run "$ID" /bin/probe watch 1
 	[[ "$output" =~ leaked=([1-9][0-9]*) ]] || { echo "control: $output"; return 1; }
 }
 
