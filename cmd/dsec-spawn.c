@@ -410,6 +410,12 @@ again:
 		 s->workdir ? s->workdir : json_string_value(json_object_get(cfg, "workdir")) ?: "");
 	snprintf(sb.user, sizeof(sb.user), "%s",
 		 s->user ? s->user : json_string_value(json_object_get(cfg, "user")) ?: "");
+	/* requests within the limits before a claim: a claim that then failed would cost a ready
+	 * sandbox of the pool */
+	if (dsec_res_check(&sb, &err) < 0) {
+		sb.env = sb.labels = NULL;
+		goto failed;
+	}
 	t0 = dsec_now_us();
 	/* a nat pool matches only the same allow-list and bandwidth */
 	claimer.netpol = NULL;

@@ -234,6 +234,18 @@ cg_read() {
 	[ "$(records | jq -r 'select(.error) | .error.tool' | wc -l)" -eq 1 ]
 }
 
+@test "claim: a request above its limit is refused before a claim, and costs the pool nothing" {
+	dsec-warm --image busybox --count 1 >/dev/null
+	[ "$(ready_count)" -eq 1 ]
+	for bad in "--cpu-request 2 --cpus 1" "--memory-request 2G --memory 1G" "--pids-request 100 --pids 50"; do
+		# shellcheck disable=SC2086
+		run dsec-spawn --image busybox $bad
+		[ "$status" -eq 1 ] || { echo "$bad: $status $output"; return 1; }
+		json_has "$(records)" '.error.msg | test("is above the")'
+		[ "$(ready_count)" -eq 1 ] || { echo "$bad: the pool lost its sandbox"; return 1; }
+	done
+}
+
 @test "claim: 8 concurrent dsec-spawn on one pool get every sandbox exactly once" {
 	# the issue's figure is 8 x 125 on 1,000; 8 x 25 on 200 keeps this file fast on 2 cores
 	per=${DSEC_TEST_CLAIM_PER:-25}
