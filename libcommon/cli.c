@@ -29,10 +29,11 @@ int dsec_cli_common(struct dsec_cli *cli, int c, const char *optarg_)
 		dsec_verbose++;
 		return 1;
 	case DSEC_OPT_ROOT:
-		cli->root_opt = optarg_;
-		return 1;
 	case DSEC_OPT_RUN:
-		cli->run_opt = optarg_;
+		/* an empty one would fall back to the default state dirs, not $DSEC_ROOT/$DSEC_RUN */
+		if (!*optarg_)
+			dsec_usage_error("--%s: empty path", c == DSEC_OPT_ROOT ? "root" : "run");
+		*(c == DSEC_OPT_ROOT ? &cli->root_opt : &cli->run_opt) = optarg_;
 		return 1;
 	case '?':
 	case ':':

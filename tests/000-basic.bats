@@ -41,6 +41,19 @@ tools() { # the user-facing tools: one per cmd/dsec-*.c (helpers like dsec-holde
 	done
 }
 
+@test "every tool: an empty --root or --run, or an argument with control bytes, is one escaped usage error" {
+	for t in $(tools); do
+		for o in --root --run; do
+			run "$t" "$o" '' x
+			[ "$status" -eq 2 ] || { echo "$t $o '': status $status"; return 1; }
+			[ "${lines[0]}" = "$t: error: $o: empty path" ] || { echo "$t $o '': $output"; return 1; }
+		done
+	done
+	run dsec-spawn --image $'a\e[31m\nb'
+	[ "$status" -ne 0 ]
+	[[ "$output" != *$'\e'* ]] && [[ "$output" == *'\x1b[31m\x0ab'* ]] || { echo "$output"; return 1; }
+}
+
 @test "every tool has a man page that lints clean" {
 	for t in $(tools); do
 		[ -f "$TOP/man/$t.1" ] || { echo "no man/$t.1"; return 1; }
