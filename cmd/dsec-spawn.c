@@ -444,7 +444,8 @@ again:
 			rc = -1;
 		}
 	}
-	if (rc < 0 && err.errnum == ENOSPC && dsec_admit_wait(w0, wait_us, &round) == 0) {
+	if (rc < 0 && err.errnum == ENOSPC && !dsec_stop_sig &&
+	    dsec_admit_wait(w0, wait_us, &round) == 0 && !dsec_stop_sig) {
 		memset(&err, 0, sizeof(err));
 		goto again;
 	}
@@ -489,9 +490,12 @@ static long long total;
 static int spawn_serial(const struct dsec_paths *paths, json_t *rec, const struct spec *s,
 			long long n, int *failed)
 {
-	for (long long i = 0; i < n; i++) {
-		int r = spawn_one(paths, rec, s);
+	for (long long i = 0; i < n && !dsec_stop_sig; i++) {
+		int r;
 
+		dsec_stop_hold(1); /* an interrupt waits for this sandbox to be made or undone */
+		r = spawn_one(paths, rec, s);
+		dsec_stop_hold(0);
 		if (r < 0)
 			return -1;
 		if (r > 0)
@@ -548,6 +552,7 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 		}
 		pids[k++] = pid;
 	}
+	dsec_stop_hold(1); /* until the workers, told of an interrupt, have stopped */
 	for (int w = 0; w < k; w++) {
 		int ws;
 
@@ -557,6 +562,7 @@ static int spawn_n(const struct dsec_paths *paths, json_t *rec, const struct spe
 		else if (WEXITSTATUS(ws))
 			*failed = 1;
 	}
+	dsec_stop_hold(0);
 	return rc;
 }
 
@@ -853,6 +859,7 @@ int main(int argc, char **argv)
 		dsec_usage_error("no --image and no spec records on standard input");
 	dsec_cli_paths(&cli, &paths);
 	dsec_jsonl_init_output();
+	dsec_stop_on_signals();
 	if (from) {
 		commit_from(&paths, from);
 		def.image = from;
@@ -903,7 +910,7 @@ int main(int argc, char **argv)
 					if (s.pol != def.pol)
 						free(s.pol);
 					json_decref(rec);
-					if (r < 0)
+					if (r < 0 || dsec_stop_sig)
 						break;
 					continue;
 				}

@@ -129,7 +129,7 @@ static int make_n(long long n)
 {
 	int status = 0;
 
-	for (long long i = 0; i < n; i++) {
+	for (long long i = 0; i < n && !dsec_stop_sig; i++) {
 		struct dsec_sandbox sb;
 		struct dsec_err err = {0};
 		uint64_t t0 = dsec_now_us();
@@ -141,9 +141,11 @@ static int make_n(long long n)
 
 		if (min_free && dsec_mem_available() < min_free)
 			return EXIT_LOW_MEMORY;
+		dsec_stop_hold(1); /* an interrupt waits for this sandbox to be made or undone */
 		while ((r = dsec_pool_make(&paths, &pool, &sb, &err)) < 0 && err.errnum == ENOSPC &&
-		       dsec_admit_wait(w0, wait_us, &round) == 0)
+		       !dsec_stop_sig && dsec_admit_wait(w0, wait_us, &round) == 0 && !dsec_stop_sig)
 			memset(&err, 0, sizeof(err));
+		dsec_stop_hold(0);
 		__atomic_add_fetch(made, 1, __ATOMIC_RELAXED);
 		dsec_progress(&prog, "%ld of %lld sandboxes made ", *made, total);
 		if (r < 0) {
@@ -206,6 +208,7 @@ static int make_parallel(long long n, int jobs)
 		}
 		pids[k++] = pid;
 	}
+	dsec_stop_hold(1); /* until the workers, told of an interrupt, have stopped */
 	for (int j = 0; j < k; j++) {
 		int ws;
 
@@ -217,6 +220,7 @@ static int make_parallel(long long n, int jobs)
 		else if (WEXITSTATUS(ws) && status == 0)
 			status = 1;
 	}
+	dsec_stop_hold(0);
 	return low && status != DSEC_EXIT_FATAL ? EXIT_LOW_MEMORY : status;
 }
 
@@ -407,6 +411,7 @@ int main(int argc, char **argv)
 		dsec_usage_error("unexpected argument '%s'", argv[optind]);
 	dsec_cli_paths(&cli, &paths);
 	dsec_jsonl_init_output();
+	dsec_stop_on_signals();
 	if (list) {
 		if (image || drain_opt || count >= 0)
 			dsec_usage_error("--list takes no pool");

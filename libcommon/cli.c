@@ -11,6 +11,8 @@
 
 #include "jsonl.h"
 
+static void stop_block(int how);
+
 int dsec_cli_common(struct dsec_cli *cli, int c, const char *optarg_)
 {
 	switch (c) {
@@ -84,19 +86,82 @@ int dsec_cli_exit(int status)
 {
 	if (dsec_close_stdout() < 0) {
 		/* a failure already said why (and the write that failed said so) */
-		if (status == DSEC_EXIT_OK)
+		if (status == DSEC_EXIT_OK && !dsec_stop_sig)
 			dsec_errorx("write to stdout failed");
-		return DSEC_EXIT_FATAL;
+		status = DSEC_EXIT_FATAL;
+	}
+	if (dsec_stop_sig) { /* stopped early by a signal: end by it, as the caller expects */
+		signal(dsec_stop_sig, SIG_DFL);
+		stop_block(SIG_UNBLOCK);
+		raise(dsec_stop_sig);
 	}
 	return status;
 }
 
+volatile sig_atomic_t dsec_stop_sig;
+static volatile sig_atomic_t stop_held, nworkers;
+static pid_t workers[256];
+
+static void on_stop(int sig)
+{
+	int e = errno;
+
+	dsec_stop_sig = sig;
+	for (sig_atomic_t i = 0; i < nworkers; i++)
+		kill(workers[i], sig);
+	if (!stop_held) {
+		/* nothing half made: end as the signal would have, once this handler returns */
+		signal(sig, SIG_DFL);
+		kill(getpid(), sig);
+	}
+	errno = e;
+}
+
+void dsec_stop_on_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART}, old;
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&sa.sa_mask, sigs[i]);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], &sa, &old) == 0 && old.sa_handler == SIG_IGN)
+			sigaction(sigs[i], &old, NULL); /* nohup's stays ignored */
+}
+
+void dsec_stop_hold(int on)
+{
+	stop_held = on;
+}
+
+static void stop_block(int how)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(how, &set, NULL);
+}
+
 pid_t dsec_fork_worker(void)
 {
-	pid_t parent = getpid(), pid = fork();
+	pid_t parent = getpid(), pid;
 
-	/* the parent may have gone before the signal was armed */
-	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
-		_exit(DSEC_EXIT_FATAL);
+	stop_block(SIG_BLOCK); /* a stop signal reaches every worker, this one too */
+	pid = fork();
+	if (pid == 0) {
+		nworkers = 0;
+		stop_block(SIG_UNBLOCK);
+		/* the parent may have gone before the signal was armed */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(DSEC_EXIT_FATAL);
+		return 0;
+	}
+	if (pid > 0 && nworkers < (sig_atomic_t)(sizeof(workers) / sizeof(workers[0])))
+		workers[nworkers++] = pid;
+	stop_block(SIG_UNBLOCK);
 	return pid;
 }

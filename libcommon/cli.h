@@ -4,6 +4,7 @@
 #define DSEC_CLI_H
 
 #include <getopt.h>
+#include <signal.h>
 #include <jansson.h>
 #include <sys/types.h>
 
@@ -56,6 +57,15 @@ __attribute__((noreturn)) void dsec_fatal(const struct dsec_err *err);
 
 /* Resolve --root/--run or exit 3. */
 void dsec_cli_paths(struct dsec_cli *cli, struct dsec_paths *paths);
+
+/* SIGINT, SIGTERM and SIGHUP (unless ignored) end the tool at once, as by default, except
+ * while it holds (dsec_stop_hold(1)): making a sandbox, or waiting for the workers that do.
+ * Then they only set dsec_stop_sig; the tool stops before its next sandbox and
+ * dsec_cli_exit ends it by that signal, so an interrupt leaves nothing half made. Each is
+ * passed on to the workers of dsec_fork_worker. */
+extern volatile sig_atomic_t dsec_stop_sig;
+void dsec_stop_on_signals(void);
+void dsec_stop_hold(int on);
 
 /* fork() for a worker of a tool's -j: the child dies with the tool (SIGKILL when its parent
  * goes, also by kill -9), so a killed tool leaves what --orphans takes, not workers going on.

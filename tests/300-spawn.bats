@@ -443,3 +443,31 @@ spawners_of_run() {
 	done
 	[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -lt 2000 ]
 }
+
+@test "spawn: SIGINT, SIGTERM or SIGHUP mid-way: the sandboxes being made are finished or undone, every one left was handed out, status 128+N" {
+	local sig n
+	for sig in INT TERM HUP; do
+		# python3 sends it: a background job of a script has SIGINT ignored, which we keep
+		run python3 -c '
+import signal, subprocess, sys, time
+sig = getattr(signal, "SIG" + sys.argv[1])
+p = subprocess.Popen(["dsec-spawn", "--image", "busybox", "-n", "2000", "-j", "2"],
+                     stdout=open(sys.argv[2], "w"), stderr=subprocess.DEVNULL,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+for _ in range(400):
+    if open(sys.argv[2]).read().count("\n") >= 20: break
+    time.sleep(0.02)
+p.send_signal(sig)
+print(-p.wait())' "$sig" "$TESTDIR/out"
+		[ "$output" = "$(kill -l "$sig")" ] || { echo "$sig: ended by $output"; return 1; }
+		n=$(grep -c . "$TESTDIR/out")
+		[ "$n" -ge 20 ] && [ "$n" -lt 2000 ] || { echo "$sig: $n records"; return 1; }
+		# no record lost, no sandbox half made, no cgroup without its sandbox
+		[ "$(ls "$DSEC_RUN/sandboxes" | wc -l)" -eq "$n" ] || { echo "$sig: $(ls "$DSEC_RUN/sandboxes" | wc -l) state dirs for $n records"; return 1; }
+		[ -z "$(find "$DSEC_RUN/sandboxes" -name pending)" ]
+		for p in $(sb_cgroup_parents "$(head -n 1 "$TESTDIR/out" | jq -r .id)"); do
+			[ "$(find "$p" -mindepth 1 -maxdepth 1 -name 'sb-*' | wc -l)" -eq "$n" ] || { echo "$sig: $p: $(ls "$p" | grep -c sb-) cgroups for $n records"; return 1; }
+		done
+		dsec-reap -q --all >/dev/null
+	done
+}
