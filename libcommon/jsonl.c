@@ -147,11 +147,13 @@ json_t *dsec_jsonl_parse(const char *line, size_t len, struct dsec_err *err)
 		json_decref(v);
 		return dsec_err_set(err, EINVAL, "record is not a JSON object"), NULL;
 	}
-	/* a command's output keeps its NUL bytes ("exec" is dsec-exec's); anywhere else a string
-	 * with one would be cut short by every C string it becomes (an id, an argument, a path) */
+	/* a command's output and input keep their NUL bytes ("exec" is dsec-exec's; "stdin" is
+	 * fed by its length); anywhere else a string with one would be cut short by every C string
+	 * it becomes (an id, an argument, a path) */
 	json_object_foreach(v, k, m) {
-		if (strcmp(k, "exec") != 0 && has_nul_string(m)) {
-			dsec_err_set(err, EINVAL, "\"%s\": \\u0000 is allowed only in \"exec\"", k);
+		if (strcmp(k, "exec") != 0 && strcmp(k, "stdin") != 0 && has_nul_string(m)) {
+			dsec_err_set(err, EINVAL,
+				     "\"%s\": \\u0000 is allowed only in \"exec\" and \"stdin\"", k);
 			json_decref(v);
 			return NULL;
 		}

@@ -35,7 +35,8 @@ int dsec_jsonl_buffered(const struct dsec_jsonl_reader *r);
 int dsec_jsonl_next(struct dsec_jsonl_reader *r, json_t **out, struct dsec_err *err);
 
 /* Parse one line of a record stream: an object, no repeated key, \u0000 only within the
- * "exec" member (a command's output); else NULL with err ("invalid JSON: ...", no line). */
+ * "exec" member (a command's output) and "stdin"; else NULL with err ("invalid JSON: ...",
+ * no line). */
 json_t *dsec_jsonl_parse(const char *line, size_t len, struct dsec_err *err);
 
 /* Write rec as one compact line on stdout and flush. Returns 0, or -1 with err set when the

@@ -297,5 +297,10 @@ done_count() {
 	# anywhere but in "exec", a NUL would be cut short: refused
 	run bash -c "jq -nc --arg id '$id' '{id: (\$id + \"\\u0000x\")}' | dsec-reap"
 	[ "$status" -eq 1 ]
-	[[ "$output" == *'"id": \u0000 is allowed only in "exec"'* ]]
+	[[ "$output" == *'"id": \u0000 is allowed only in "exec" and "stdin"'* ]]
+	# binary input: "stdin" with NUL bytes reaches the command whole
+	id=$(spawn 1)
+	run bash -c "jq -nc --arg id '$id' '{id: \$id, stdin: \"a\\u0000b\", cmd: [\"wc\", \"-c\"]}' | dsec-exec"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(records | jq -r '.exec.stdout | tonumber')" -eq 3 ]
 }
