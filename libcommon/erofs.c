@@ -439,33 +439,6 @@ static void put_inode(unsigned char *p, struct enode *n)
 		memcpy(p + INODE_SIZE, n->xattr, n->xattr_len);
 }
 
-/* The next stretch of data in in at or after *ioff, below size: *ioff moves to its start and
- * *left gets its length. Holes are not copied: the image is made as long as it must be at the
- * end, so they read as zeros there too, and a sparse file of 8 GiB costs no disk. 1, or 0 when
- * only holes are left. */
-static int seg_next(int in, loff_t *ioff, uint64_t *left, uint64_t size)
-{
-	off_t d, h;
-
-	if ((uint64_t)*ioff >= size)
-		return 0;
-	d = lseek(in, *ioff, SEEK_DATA);
-	if (d < 0 && errno == ENXIO)
-		return 0;
-	if (d < 0) { /* a file system without SEEK_DATA: all of it */
-		*left = size - (uint64_t)*ioff;
-		return 1;
-	}
-	if ((uint64_t)d >= size)
-		return 0;
-	h = lseek(in, d, SEEK_HOLE);
-	if (h < 0 || (uint64_t)h > size)
-		h = (off_t)size;
-	*ioff = d;
-	*left = (uint64_t)(h - d);
-	return 1;
-}
-
 static int copy_seg(struct builder *b, struct enode *n, int in, int out, loff_t *ioffp,
 		    loff_t *offp, uint64_t left);
 
@@ -481,7 +454,9 @@ static int copy_data(struct builder *b, struct enode *n, int out)
 
 	if (in < 0)
 		return dsec_err_sys(b->err, "'%s': open", n->path);
-	while (seg_next(in, &ioff, &left, n->size) > 0) {
+	/* holes are not copied: the image is made as long as it must be at the end, so they
+	 * read as zeros there too, and a sparse file of 8 GiB costs no disk */
+	while (dsec_layer_data_next(in, &ioff, &left, n->size) > 0) {
 		off = base + ioff;
 		if (copy_seg(b, n, in, out, &ioff, &off, left) < 0) {
 			close(in);

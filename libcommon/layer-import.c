@@ -49,7 +49,8 @@ struct pipeline {
 	EVP_MD_CTX *blob_md; /* of the input as read, when its digest is known */
 	int raw_eof;
 	uint64_t stream_bytes, max_bytes;
-	int over_limit;
+	uint64_t room; /* of the source copy, as dsec_extract's */
+	int stopped;   /* errno of a limit the stream stopped at (EFBIG, ENOSPC), or 0 */
 	uint64_t t0;
 	struct dsec_progress pg;
 	uint64_t *files;
@@ -197,7 +198,14 @@ static la_ssize_t raw_read(struct archive *a, void *arg, const void **buf)
 	if (n > 0 && pl->src_fd >= 0) {
 		const unsigned char *p = pl->inbuf;
 		size_t left = (size_t)n;
+		struct dsec_err e;
 
+		/* the copy is on the store's disk as the tree is: the same reserve is kept */
+		if (dsec_layer_room(pl->src_fd, &pl->room, (uint64_t)n, "source copy", &e) < 0) {
+			pl->stopped = e.errnum;
+			archive_set_error(a, e.errnum, "%s", e.msg);
+			return -1;
+		}
 		while (left) {
 			ssize_t w = write(pl->src_fd, p, left);
 
@@ -237,7 +245,7 @@ static la_ssize_t tar_read(struct archive *a, void *arg, const void **buf)
 	EVP_DigestUpdate(pl->md, *buf, n);
 	pl->stream_bytes += n;
 	if (pl->stream_bytes > pl->max_bytes) {
-		pl->over_limit = 1;
+		pl->stopped = EFBIG;
 		/* libarchive's formatter knows %jd, not %llu */
 		archive_set_error(a, EFBIG, "uncompressed stream exceeds --max-bytes %jd",
 				  (intmax_t)pl->max_bytes);
@@ -567,8 +575,8 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		 * inside the damaged entry's data, where other readers see file contents */
 		if (r == ARCHIVE_RETRY || r < ARCHIVE_WARN) {
 			dsec_err_set(
-			    err, pl.over_limit ? EFBIG : EINVAL, "%s%s",
-			    pl.over_limit ? "" : "bad archive: ", archive_error_string(pl.tar));
+			    err, pl.stopped ? pl.stopped : EINVAL, "%s%s",
+			    pl.stopped ? "" : "bad archive: ", archive_error_string(pl.tar));
 			goto out_pl;
 		}
 		/* the directories an entry's path implies count as entries too: a name of 4 KiB

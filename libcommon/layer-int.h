@@ -1,9 +1,12 @@
-/* Internal to the layer modules (layer.c, layer-import.c, oci.c): the extractor. */
+/* Internal to the layer modules (layer.c, layer-import.c, oci.c, erofs.c): the extractor and
+ * what the writers share to keep holes holes and the store's disk from filling. */
 #ifndef DSEC_LAYER_INT_H
 #define DSEC_LAYER_INT_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "err.h"
@@ -38,6 +41,15 @@ struct dsec_extract {
  * (ENOSPC) while 5% of it, at most 1 GiB, is still free, so a bomb within --max-bytes cannot
  * fill the disk the store shares with the host. 0 or -1. */
 int dsec_layer_room(int fd, uint64_t *budget, uint64_t n, const char *what, struct dsec_err *err);
+
+/* Are the n bytes at buf all zero (n > 0)? Such stretches are written as holes. */
+int dsec_layer_zero(const void *buf, size_t n);
+
+/* The next stretch of data in fd at or after *off, below size (SEEK_DATA/SEEK_HOLE): *off
+ * moves to its start and *len gets its length; what lies between stretches is a hole and reads
+ * as zeros. A file system without SEEK_DATA gives the rest of the file as one stretch. 1, or
+ * 0 when only holes are left. Moves fd's file offset. */
+int dsec_layer_data_next(int fd, loff_t *off, uint64_t *len, uint64_t size);
 
 /* Extract one entry (header just read from x->ar; its data is read here). 0 or -1. */
 int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct dsec_err *err);

@@ -352,12 +352,34 @@ int dsec_layer_room(int fd, uint64_t *budget, uint64_t n, const char *what, stru
 	return 0;
 }
 
-/* Is the block all zero bytes? Such blocks are left as holes. */
-static int all_zero(const void *buf, size_t n)
+int dsec_layer_zero(const void *buf, size_t n)
 {
 	const unsigned char *p = buf;
 
 	return n && !p[0] && !memcmp(p, p + 1, n - 1);
+}
+
+int dsec_layer_data_next(int fd, loff_t *off, uint64_t *len, uint64_t size)
+{
+	off_t d, h;
+
+	if ((uint64_t)*off >= size)
+		return 0;
+	d = lseek(fd, *off, SEEK_DATA);
+	if (d < 0 && errno == ENXIO)
+		return 0;
+	if (d < 0) { /* a file system without SEEK_DATA: all of it */
+		*len = size - (uint64_t)*off;
+		return 1;
+	}
+	if ((uint64_t)d >= size)
+		return 0;
+	h = lseek(fd, d, SEEK_HOLE);
+	if (h < 0 || (uint64_t)h > size)
+		h = (off_t)size;
+	*off = d;
+	*len = (uint64_t)(h - d);
+	return 1;
 }
 
 static int extract_file(struct dsec_extract *x, int pfd, const char *base, const char *path,
@@ -389,7 +411,7 @@ static int extract_file(struct dsec_extract *x, int pfd, const char *base, const
 			goto fail;
 		}
 		/* zeros are a hole, on disk and in the EROFS image: a bomb of zeros costs nothing */
-		if (!n || all_zero(buf, n))
+		if (!n || dsec_layer_zero(buf, n))
 			continue;
 		if (dsec_layer_room(fd, &x->room, n, path, err) < 0)
 			goto fail;

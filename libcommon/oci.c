@@ -20,10 +20,15 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "layer-int.h"
 #include "ns.h"
 
 #define JSON_MAX (16UL << 20)
 #define MAX_DEPTH 4
+#define TW_BUF (1U << 20)
+/* A file's blocks of this size (at multiples of it) that hold only zeros, holes or written
+ * zeros alike, are holes in its tar entry; see tw_sparse_map */
+#define ZBLK 4096U
 
 /* Open a regular file below dirfd without following any symlink or leaving the tree. */
 static int open_beneath(int dirfd, const char *path, struct dsec_err *err)
@@ -556,6 +561,106 @@ static void tw_xattrs(struct tw *w, int fd)
 	}
 }
 
+/* Give the entry in w->e (a regular file of size bytes, open as fd) a sparse map when some of
+ * its ZBLK blocks are all zeros: the writer then stores only the runs of other blocks (pax with
+ * GNU sparse 1.0, which GNU tar, libarchive and Go's archive/tar read), so a sparse file of
+ * 8 GiB, or 8 GiB of written zeros, is a few blocks of the stream and of the layer's source
+ * copy, not 8 GiB of zeros. The map depends on the content alone, not on how the file was
+ * written, so the same tree still gives the same stream. Only the stretches SEEK_DATA finds
+ * are read. Files under ZBLK, and those without such a block, stay plain entries. 0 or -1. */
+static int tw_sparse_map(struct tw *w, int fd, uint64_t size, const char *rel)
+{
+	uint64_t run = 0, end = 0, next = 0, len, data = 0;
+	loff_t off = 0;
+	int have = 0;
+
+	if (size < ZBLK)
+		return 0;
+	while (dsec_layer_data_next(fd, &off, &len, size) > 0) {
+		uint64_t at = (uint64_t)off & ~(uint64_t)(ZBLK - 1), stop = (uint64_t)off + len;
+
+		stop = stop > size - ZBLK ? size : (stop + ZBLK - 1) & ~(uint64_t)(ZBLK - 1);
+		if (at < next)
+			at = next;
+		while (at < stop) {
+			size_t want = stop - at < TW_BUF ? (size_t)(stop - at) : TW_BUF;
+			ssize_t n = pread(fd, w->buf, want, (off_t)at);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return dsec_err_sys(w->err, "'%s': read", rel);
+			if (n == 0) /* shrank: the writer pads what is missing with zeros */
+				break;
+			for (size_t b = 0; b < (size_t)n; b += ZBLK) {
+				size_t bl = (size_t)n - b < ZBLK ? (size_t)n - b : ZBLK;
+
+				if (dsec_layer_zero(w->buf + b, bl))
+					continue;
+				if (have && end == at + b) {
+					end += bl;
+					continue;
+				}
+				if (have)
+					archive_entry_sparse_add_entry(w->e, (la_int64_t)run,
+								       (la_int64_t)(end - run));
+				data += end - run;
+				run = at + b;
+				end = run + bl;
+				have = 1;
+			}
+			at += (uint64_t)n;
+		}
+		next = at > stop ? at : stop;
+		off = (loff_t)next;
+	}
+	data += end - run;
+	if (data == size) /* no block of zeros: a plain entry */
+		return 0;
+	/* the last run, or for a file of zeros an empty one at its end (the map needs one) */
+	archive_entry_sparse_add_entry(w->e, (la_int64_t)(have ? run : size),
+				       (la_int64_t)(have ? end - run : 0));
+	return 0;
+}
+
+/* The data of the entry just written from fd (size bytes), as its map says: the runs read from
+ * fd, a hole between them passed as that many bytes, which the pax writer counts and skips
+ * (it wants them all, not an offset). 0 or -1. */
+static int tw_data(struct tw *w, int fd, uint64_t size, const char *rel)
+{
+	la_int64_t off = 0, len = (la_int64_t)size;
+	uint64_t pos = 0;
+	int sparse = archive_entry_sparse_reset(w->e) > 0;
+
+	while (!sparse || archive_entry_sparse_next(w->e, &off, &len) == ARCHIVE_OK) {
+		for (size_t n; pos < (uint64_t)off; pos += n) {
+			n = (uint64_t)off - pos < TW_BUF ? (size_t)((uint64_t)off - pos) : TW_BUF;
+			if (archive_write_data(w->a, w->buf, n) < 0)
+				return dsec_err_set(w->err, EIO, "'%s': %s", rel,
+						    archive_error_string(w->a));
+		}
+		while (len > 0) {
+			size_t want = (uint64_t)len < TW_BUF ? (size_t)len : TW_BUF;
+			ssize_t n = pread(fd, w->buf, want, (off_t)pos);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return dsec_err_sys(w->err, "'%s': read", rel);
+			if (n == 0) /* shrank: the writer pads what is missing with zeros */
+				return 0;
+			if (archive_write_data(w->a, w->buf, (size_t)n) < 0)
+				return dsec_err_set(w->err, EIO, "'%s': %s", rel,
+						    archive_error_string(w->a));
+			pos += (uint64_t)n;
+			len -= n;
+		}
+		if (!sparse)
+			break;
+	}
+	return 0;
+}
+
 static int tw_dir(struct tw *w, int dfd, const char *rel, int depth);
 
 static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
@@ -630,6 +735,8 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 			tsearch(h, &w->links, hl_cmp);
 		}
 	}
+	if (data && !subst && tw_sparse_map(w, fd, (uint64_t)st.st_size, rel) < 0)
+		goto out;
 	if (archive_write_header(w->a, e) < ARCHIVE_WARN) {
 		dsec_err_set(w->err, EIO, "'%s': %s", rel, archive_error_string(w->a));
 		goto out;
@@ -641,16 +748,8 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 		}
 		data = 0;
 	}
-	for (ssize_t n; data && (n = read(fd, w->buf, 1 << 20)) != 0;) {
-		if (n < 0) {
-			dsec_err_sys(w->err, "'%s': read", rel);
-			goto out;
-		}
-		if (archive_write_data(w->a, w->buf, (size_t)n) < 0) {
-			dsec_err_set(w->err, EIO, "'%s': %s", rel, archive_error_string(w->a));
-			goto out;
-		}
-	}
+	if (data && tw_data(w, fd, (uint64_t)st.st_size, rel) < 0)
+		goto out;
 	rc = 0;
 	if (S_ISDIR(st.st_mode) && w->upper) {
 		char opq[2];
@@ -738,7 +837,7 @@ static int tar_write(int dirfd, int fd, int zstd, const struct dsec_tar_upper *u
 	w.dev = st.st_dev;
 	w.a = archive_write_new();
 	w.e = archive_entry_new();
-	w.buf = malloc(1 << 20);
+	w.buf = malloc(TW_BUF);
 	if (!w.a || !w.e || !w.buf) {
 		dsec_err_set(err, ENOMEM, "out of memory");
 		goto out;

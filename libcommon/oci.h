@@ -18,7 +18,8 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 
 /* Write the tree at dirfd to fd as a tar stream (pax, zstd-compressed when zstd): entries
  * sorted by name, no user or group names, no atimes, hard links kept, nothing below another
- * mount, so the same tree gives the same stream. 0 or -1. */
+ * mount, a file's 4 KiB blocks of zeros left out as holes of a sparse entry, so the same tree
+ * gives the same stream and zeros cost it nothing. 0 or -1. */
 int dsec_tar_dir_write(int dirfd, int fd, int zstd, struct dsec_err *err);
 
 /* Import a directory as one layer through dsec_tar_dir_write (in a child process). 0 or -1. */
@@ -37,8 +38,8 @@ struct dsec_tar_upper {
  * struct dsec_tar_upper), whiteouts (char 0:0) become ".wh.NAME" entries,
  * opaque dirs (trusted.overlay.opaque "y") get ".wh..wh..opq", owners in the id range are
  * shifted down to the sandbox's own view (others become 65534), sockets, fifos and devices are
- * left out, and so are the top-level dev, proc and sys dirs dsec made as mount points. Never
- * follows a symlink. 0 or -1. */
+ * left out, and so are the top-level dev, proc and sys dirs dsec made as mount points; holes
+ * as in dsec_tar_dir_write. Never follows a symlink. 0 or -1. */
 int dsec_tar_upper_write(int dirfd, int fd, const struct dsec_tar_upper *u, struct dsec_err *err);
 
 /* Import an upper dir as one layer through dsec_tar_upper_write (in a child process). */

@@ -137,3 +137,50 @@ tree_of() {
 	json_is "$(records)" .error.errno 2
 	[[ "$(records | jq -r .error.msg)" == "--from sb-000000000000: no such sandbox" ]]
 }
+
+@test "commit: a sparse file of 8 GiB and written zeros cost the store no disk and come back whole" {
+	spawn_one
+	src=$ID
+	# holes but for a byte in the middle and one at the end, and 256 MiB of zeros written out
+	dsec-exec "$src" -- sh -c 'dd if=/dev/zero of=/sp bs=1 count=1 seek=8G 2>/dev/null
+		printf mid | dd of=/sp bs=1 seek=4G conv=notrunc 2>/dev/null
+		dd if=/dev/zero of=/zeros bs=1M count=256 2>/dev/null'
+	before=$(du -sk "$DSEC_ROOT" | cut -f1)
+	# only data goes into the stream: no 8 GiB of zeros to hash and keep as the source copy
+	run timeout 60 dsec-layer commit --name sparse "$src"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	json_has "$output" '.commit_us < 10000000'
+	grown=$(($(du -sk "$DSEC_ROOT" | cut -f1) - before))
+	[ "$grown" -lt 65536 ] || { echo "the store grew by $grown KiB"; return 1; }
+	spawn_one --image sparse
+	run dsec-exec "$ID" -- sh -c 'stat -c %s /sp /zeros
+		dd if=/sp bs=1 skip=4294967296 count=3 2>/dev/null; echo
+		dd if=/sp bs=1M skip=4095 count=2 2>/dev/null | tr -d "\0" | wc -c
+		dd if=/sp bs=1M skip=8191 2>/dev/null | wc -c
+		tr -d "\0" </zeros | wc -c'
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "${lines[*]}" = "8589934593 268435456 mid 3 1048577 0" ] || { echo "$output"; return 1; }
+}
+
+@test "commit: its writes keep the store's reserve: a change too big for it stops with ENOSPC" {
+	# on disk, as a store is (EROFS is not mounted from a file on tmpfs)
+	truncate -s 256M "$TESTDIR/small.img"
+	mkfs.ext4 -q -m 0 "$TESTDIR/small.img"
+	mkdir "$TESTDIR/small"
+	mount -o loop "$TESTDIR/small.img" "$TESTDIR/small"
+	export DSEC_ROOT=$TESTDIR/small/root
+	mkdir "$DSEC_ROOT"
+	make_busybox_image
+	spawn_one
+	# 400 MiB of data, no zeros, for a store on a file system of 256 MiB
+	dsec-exec "$ID" -- sh -c 'yes 0123456789abcdef | head -c 419430400 >/data'
+	run dsec-layer commit --name big "$ID"
+	[ "$status" -eq 1 ] || { echo "$output"; return 1; }
+	[[ "$output" == *"the store's file system is down to "*" MiB free (an import leaves 1"?" MiB)"* ]] || { echo "$output"; return 1; }
+	json_is "$(records)" .error.errno 28
+	# it stopped at the reserve, and what it had written is gone again
+	[ "$(du -sm "$DSEC_ROOT" | cut -f1)" -lt 8 ]
+	[ ! -e "$DSEC_ROOT/images/big.json" ]
+	# the sandbox goes on, not left paused
+	json_is "$(dsec-ps "$ID")" .state running
+}
