@@ -284,23 +284,29 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		desc = pick(json_object_get(top, "manifests"));
 		tag = json_string_value(json_object_get(json_object_get(desc, "annotations"),
 							"org.opencontainers.image.ref.name"));
+		/* a multi-platform image (skopeo copy --all, buildx type=oci) lists an index that
+		 * lists the manifests: follow indexes, a few deep. desc and its digest live in the
+		 * index read before (top, then man): copied out before that one is released */
 		for (;;) {
-			const char *dg = json_string_value(json_object_get(desc, "digest"));
+			const char *d = json_string_value(json_object_get(desc, "digest"));
+			char dg[80];
+			int nested = is_index(desc);
 
-			json_decref(man);
-			man = NULL;
 			if (!desc) {
 				dsec_err_set(err, EINVAL, "OCI layout: index lists no manifest");
 				goto out;
 			}
-			if (blob_path(dg, path, sizeof(path), err) < 0)
+			if (blob_path(d, path, sizeof(path), err) < 0)
 				goto out;
+			snprintf(dg, sizeof(dg), "%s", d);
+			json_decref(man);
+			man = NULL;
 			if (!name[0] && !tag)
 				snprintf(name, sizeof(name), "oci-%.12s", dg + 7);
 			man = read_json_blob(dirfd, path, dg, err);
 			if (!man)
 				goto out;
-			if (!is_index(desc) && !json_object_get(man, "manifests"))
+			if (!nested && !json_object_get(man, "manifests"))
 				break;
 			if (++depth > MAX_DEPTH) {
 				dsec_err_set(err, ELOOP, "OCI layout: indexes nested too deep");

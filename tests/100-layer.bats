@@ -669,6 +669,68 @@ PY
 	[ "${lines[1]}" = "character special file" ]
 }
 
+# mkoci_nested DIR [DEPTH]: a multi-platform layout as `skopeo copy --all` or buildx type=oci
+# write it: index.json lists an index (DEPTH of them nested, default 1) listing an arm64 and an
+# amd64 manifest; the arm64 one names a layer blob that is not there.
+mkoci_nested() {
+	python3 - "$1" "${2:-1}" <<'PY'
+import hashlib, io, json, os, sys, tarfile
+d, depth = sys.argv[1], int(sys.argv[2])
+os.makedirs(d + "/blobs/sha256")
+def blob(data, mt):
+    h = hashlib.sha256(data).hexdigest()
+    open(d + "/blobs/sha256/" + h, "wb").write(data)
+    return {"mediaType": mt, "digest": "sha256:" + h, "size": len(data)}
+b = io.BytesIO()
+with tarfile.open(fileobj=b, mode="w") as t:
+    ti = tarfile.TarInfo("etc/arch"); ti.size = 6; t.addfile(ti, io.BytesIO(b"amd64\n"))
+L = b.getvalue()
+lay = blob(L, "application/vnd.oci.image.layer.v1.tar")
+cfg = blob(json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers",
+    "diff_ids": ["sha256:" + hashlib.sha256(L).hexdigest()]}}).encode(),
+    "application/vnd.oci.image.config.v1+json")
+MT = "application/vnd.oci.image.manifest.v1+json"
+amd = blob(json.dumps({"schemaVersion": 2, "mediaType": MT, "config": cfg, "layers": [lay]}).encode(), MT)
+amd["platform"] = {"architecture": "amd64", "os": "linux"}
+arm = blob(json.dumps({"schemaVersion": 2, "mediaType": MT, "config": cfg,
+    "layers": [dict(lay, digest="sha256:" + "0" * 64)]}).encode(), MT)
+arm["platform"] = {"architecture": "arm64", "os": "linux"}
+IT = "application/vnd.oci.image.index.v1+json"
+desc = blob(json.dumps({"schemaVersion": 2, "mediaType": IT, "manifests": [arm, amd]}).encode(), IT)
+for _ in range(depth - 1):
+    desc = blob(json.dumps({"schemaVersion": 2, "mediaType": IT, "manifests": [desc]}).encode(), IT)
+desc["annotations"] = {"org.opencontainers.image.ref.name": "multi:1"}
+open(d + "/index.json", "w").write(json.dumps({"schemaVersion": 2, "mediaType": IT, "manifests": [desc]}))
+open(d + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
+PY
+}
+
+@test "an OCI layout whose index lists an index (multi-platform) imports its amd64 image" {
+	mkoci_nested oci
+	run dsec-layer import oci
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[ "$(records | wc -l)" -eq 2 ]
+	json_is "$(records | tail -1)" .image multi:1
+	run in_layer "$(layer_of)" sh -c 'cat $M/etc/arch'
+	[ "$output" = amd64 ]
+	# the same layout as a tar
+	rm -rf "$DSEC_ROOT/layers" "$DSEC_ROOT/images"
+	tar -C oci -cf oci.tar .
+	run dsec-layer import --name from-tar oci.tar
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	json_is "$(records | tail -1)" .image from-tar
+	json_is "$(records | tail -1)" '.layers | length' 1
+	# four indexes deep still imports; six is refused, leaving nothing
+	rm -rf "$DSEC_ROOT/layers" "$DSEC_ROOT/images"
+	mkoci_nested deep 4
+	run dsec-layer import deep
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	rm -rf "$DSEC_ROOT/layers" "$DSEC_ROOT/images"
+	mkoci_nested deeper 6
+	import_fails deeper
+	[[ "$output" == *"nested too deep"* ]]
+}
+
 @test "a docker-save archive imports its layers and an image named after its tag" {
 	mkoci oci
 	tar -C oci.docker -czf docker.tar.gz .
