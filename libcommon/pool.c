@@ -592,11 +592,26 @@ json_t *dsec_pool_record(const struct dsec_pool *pool)
 	uint64_t oldest = 0, now = dsec_wall_us();
 	json_t *o;
 
+	char sbdir[PATH_MAX + 32];
+	size_t live = 0;
+	int sfd;
+
 	if (dsec_pool_ready(pool, &e, &n, 1, NULL) < 0)
 		e = NULL;
-	for (size_t i = 0; i < n; i++)
+	/* an entry whose sandbox was reaped by id stays until a claim or dsec-warm prunes it:
+	 * count the ready ones that still have their state ($DSEC_RUN/sandboxes/ID) */
+	snprintf(sbdir, sizeof(sbdir), "%s/../../sandboxes", pool->dir);
+	sfd = open(sbdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; i < n; i++) {
+		if (sfd >= 0 && faccessat(sfd, e[i].id, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		live++;
 		if (e[i].created_us && (!oldest || e[i].created_us < oldest))
 			oldest = e[i].created_us;
+	}
+	if (sfd >= 0)
+		close(sfd);
+	n = live;
 	free(e);
 	o = json_pack("{s:s, s:s, s:I, s:o, s:s}", "pool", pool->key, "image", pool->image, "ready",
 		      (json_int_t)n, "limits", dsec_pool_limits_json(&pool->limits), "net",

@@ -374,3 +374,11 @@ cg_read() {
 	json_is "$(records)" .pool "$key"
 	json_is "$(records)" .warm false
 }
+
+@test "ps --pools: a ready sandbox reaped by id no longer counts as ready" {
+	dsec-warm --image busybox --count 2 >"$TESTDIR/made"
+	[ "$(ready_count)" -eq 2 ]
+	dsec-reap "$(head -n 1 "$TESTDIR/made" | jq -r .id)" >/dev/null
+	[ "$(ready_count)" -eq 1 ]
+	[ "$(dsec-ps --pools | jq -r .ready)" -eq 1 ]
+}
