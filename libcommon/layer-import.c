@@ -506,15 +506,37 @@ static int publish(const struct dsec_paths *p, struct stage *st, const char *hex
 	return r;
 }
 
-static int write_meta(struct stage *st, const char *id, const struct dsec_import_opts *o,
-		      uint64_t bytes, uint64_t files, uint64_t skipped, int dirfmt,
-		      struct dsec_err *err)
+/* The layer's id (hex) from its stream's sha256 (diff_hex): the diff id itself, unless the
+ * stream holds setuid or setgid files or file capabilities and they were kept
+ * (--allow-setuid): then the sha256 of "allow-setuid:sha256:<diff hex>". The two builds of one
+ * stream are two layers, so an import never gets the other one's setuid bits from the store. */
+static void layer_hex(const char *diff_hex, int kept, char hex[65])
 {
-	json_t *m = json_pack("{s:s, s:s?, s:s?, s:I, s:I, s:s, s:I, s:s, s:I}", "layer", id,
-			      "kind", o->kind, "name", o->name, "bytes", (json_int_t)bytes, "files",
-			      (json_int_t)files, "format", dirfmt ? "dir" : "erofs", "created",
-			      (json_int_t)(dsec_wall_us() / 1000000), "source", "source", "skipped",
-			      (json_int_t)skipped);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	char in[96];
+	int n;
+
+	if (!kept) {
+		memcpy(hex, diff_hex, 65);
+		return;
+	}
+	n = snprintf(in, sizeof(in), "allow-setuid:sha256:%s", diff_hex);
+	EVP_Digest(in, (size_t)n, md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+static int write_meta(struct stage *st, const char *id, const char *diff_id, int setuid,
+		      const struct dsec_import_opts *o, uint64_t bytes, uint64_t files,
+		      uint64_t skipped, int dirfmt, struct dsec_err *err)
+{
+	json_t *m =
+	    json_pack("{s:s, s:s, s:s?, s:s?, s:I, s:I, s:s, s:I, s:s, s:I, s:b}", "layer", id,
+		      "diff_id", diff_id, "kind", o->kind, "name", o->name, "bytes",
+		      (json_int_t)bytes, "files", (json_int_t)files, "format",
+		      dirfmt ? "dir" : "erofs", "created", (json_int_t)(dsec_wall_us() / 1000000),
+		      "source", "source", "skipped", (json_int_t)skipped, "setuid", setuid);
 	char *text;
 	int r;
 
@@ -537,7 +559,7 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 	struct stage st;
 	struct pipeline pl;
 	struct dsec_extract x = {.cache_fd = -1, .tree_fd = -1};
-	char hex[65], id[80], path[PATH_MAX];
+	char diff_hex[65], hex[65], id[80], diff_id[80], path[PATH_MAX];
 	uint64_t files = 0;
 	json_t *rec = NULL;
 	int rc = -1, src_fd = -1, dirfmt = o->format_dir, r;
@@ -586,16 +608,18 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 	}
 	if (too_many(files + x.implied, o, err) < 0)
 		goto out_pl;
-	if (pipeline_drain(&pl, hex, err) < 0 || dsec_extract_finish(&x, err) < 0)
+	if (pipeline_drain(&pl, diff_hex, err) < 0 || dsec_extract_finish(&x, err) < 0)
 		goto out_pl;
 	if (o->stream_done && o->stream_done(o->stream_ctx, err) < 0)
 		goto out_pl;
 	if (o->blob_digest && pipeline_check_blob(&pl, o->blob_digest, err) < 0)
 		goto out_pl;
 	dsec_progress_end(&pl.pg);
+	layer_hex(diff_hex, o->allow_setuid && x.setuid, hex);
 	dsec_infox("sha256:%s: extracted %llu entries in %llu ms", hex, (unsigned long long)files,
 		   (unsigned long long)(dsec_now_us() - pl.t0) / 1000);
 	snprintf(id, sizeof(id), "sha256:%s", hex);
+	snprintf(diff_id, sizeof(diff_id), "sha256:%s", diff_hex);
 	dsec_extract_free(&x);
 	if (x.tree_fd >= 0)
 		close(x.tree_fd);
@@ -639,7 +663,8 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		dsec_infox("sha256:%s: EROFS built at %llu ms", hex,
 			   (unsigned long long)(dsec_now_us() - pl.t0) / 1000);
 	}
-	if (write_meta(&st, id, o, x.content_bytes, files, x.skipped, dirfmt, err) < 0 ||
+	if (write_meta(&st, id, diff_id, o->allow_setuid && x.setuid, o, x.content_bytes, files,
+		       x.skipped, dirfmt, err) < 0 ||
 	    publish(p, &st, hex, o->published, err) < 0)
 		goto out_pl;
 done:

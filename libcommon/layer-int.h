@@ -26,6 +26,9 @@ struct dsec_extract {
 	int allow_setuid;
 	uint64_t max_bytes, content_bytes;
 	uint64_t skipped, stripped;
+	/* entries with what --allow-setuid is about (a setuid or setgid file, a
+	 * security.capability xattr), kept or not: such a stream kept gets an id of its own */
+	uint64_t setuid;
 	uint64_t implied; /* directories made for a path's parents, no entry of their own */
 	uint64_t xattrs;  /* xattrs set: none lets mkfs.erofs skip looking for them */
 	uint64_t room;    /* bytes that may be written before the free space is looked at again */

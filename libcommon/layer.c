@@ -255,6 +255,8 @@ static int set_xattrs(struct dsec_extract *x, int fd, struct archive_entry *e, c
 	if (archive_entry_xattr_reset(e) == 0)
 		return 0;
 	while (archive_entry_xattr_next(e, &name, &val, &size) == ARCHIVE_OK) {
+		if (!strcmp(name, "security.capability"))
+			x->setuid++;
 		if (!dsec_layer_xattr_keep(name, x->allow_setuid)) {
 			x->stripped++;
 			continue;
@@ -295,14 +297,17 @@ static void entry_times(struct archive_entry *e, struct timespec ts[2])
 static int apply_meta(struct dsec_extract *x, int fd, struct archive_entry *e, const char *path,
 		      struct dsec_err *err)
 {
+	mode_t mode = archive_entry_mode(e);
 	uid_t uid;
 	gid_t gid;
 
+	if (!S_ISDIR(mode) && (mode & (S_ISUID | S_ISGID)))
+		x->setuid++;
 	if (owner(e, &uid, &gid, path, err) < 0)
 		return -1;
 	if (fchown(fd, uid, gid) < 0)
 		return dsec_err_sys(err, "'%s': chown", path);
-	if (fchmod(fd, dsec_layer_mode(archive_entry_mode(e), x->allow_setuid)) < 0)
+	if (fchmod(fd, dsec_layer_mode(mode, x->allow_setuid)) < 0)
 		return dsec_err_sys(err, "'%s': chmod", path);
 	return set_xattrs(x, fd, e, path, err);
 }

@@ -205,6 +205,7 @@ static json_t *pick(json_t *manifests)
 struct collect {
 	const char *ids[DSEC_MAX_LAYERS];
 	char store[DSEC_MAX_LAYERS][80];
+	char diff[DSEC_MAX_LAYERS][80]; /* their streams' sha256, what a config's diff ids say */
 	json_t *recs[DSEC_MAX_LAYERS];
 	int published[DSEC_MAX_LAYERS]; /* this import added the layer */
 	unsigned n;
@@ -214,10 +215,13 @@ static int collect_cb(json_t *rec, void *arg, struct dsec_err *err)
 {
 	struct collect *c = arg;
 	const char *id = json_string_value(json_object_get(rec, "layer"));
+	const char *diff = json_string_value(json_object_get(rec, "diff_id"));
 
 	if (!id || c->n >= DSEC_MAX_LAYERS)
 		return dsec_err_set(err, EINVAL, "layer %u: no record", c->n);
 	snprintf(c->store[c->n], sizeof(c->store[0]), "%s", id);
+	/* a layer stored before records had a diff id: its id is one */
+	snprintf(c->diff[c->n], sizeof(c->diff[0]), "%s", diff ? diff : id);
 	c->ids[c->n] = c->store[c->n];
 	c->recs[c->n] = json_incref(rec);
 	c->n++;
@@ -383,9 +387,9 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		for (i = 0; i < c.n; i++) {
 			const char *want = json_string_value(json_array_get(diff_ids, i));
 
-			if (!want || strcmp(want, c.ids[i])) {
+			if (!want || strcmp(want, c.diff[i])) {
 				dsec_err_set(err, EINVAL, "layer %zu is %s, the config says %s", i,
-					     c.ids[i], want ? want : "(none)");
+					     c.diff[i], want ? want : "(none)");
 				goto out;
 			}
 		}

@@ -293,6 +293,72 @@ PY
 	[[ "$output" != *overlay* ]]
 }
 
+@test "--allow-setuid is part of the layer's identity: each build of a stream is its own layer" {
+	mktar t.tar <<'PY'
+ti = tarfile.TarInfo("su"); ti.mode = 0o4755
+add(ti, b"#!/bin/sh\n")
+PY
+	mktar c.tar <<'PY'
+ti = tarfile.TarInfo("cap"); ti.mode = 0o755; ti.pax_headers = {"SCHILY.xattr.security.capability": "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"}
+add(ti, b"#!/bin/sh\n")
+PY
+	mktar plain.tar <<'PY'
+reg("f", b"x", mode=0o755)
+PY
+	local diff kept stripped
+	diff="sha256:$(sha256sum <t.tar | cut -c1-64)"
+	kept="sha256:$(printf 'allow-setuid:%s' "$diff" | sha256sum | cut -c1-64)"
+	run dsec-layer import --allow-setuid t.tar
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .layer "$kept"
+	json_is "$(records)" .diff_id "$diff"
+	json_is "$(records)" .setuid true
+	run in_layer "$kept" sh -c 'stat -c %a $M/su'
+	[ "$output" = 4755 ]
+	# the same stream without the option: the stripped layer, not the one in the store
+	run dsec-layer import t.tar
+	[ "$status" -eq 0 ]
+	stripped=$(layer_of)
+	[ "$stripped" = "$diff" ]
+	json_is "$(records)" .setuid false
+	run in_layer "$stripped" sh -c 'stat -c %a $M/su'
+	[ "$output" = 755 ]
+	# and the other way round: both stay what they were built as
+	run dsec-layer import --allow-setuid t.tar
+	[ "$(layer_of)" = "$kept" ]
+	run in_layer "$kept" sh -c 'stat -c %a $M/su'
+	[ "$output" = 4755 ]
+	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq 2 ]
+	# export gives the stream: imported with the option again, the same id
+	dsec-layer export "$kept" | zstd -dc >back.tar
+	cmp back.tar t.tar
+	run dsec-layer import --allow-setuid back.tar
+	[ "$(layer_of)" = "$kept" ]
+	# a file capability alone counts the same, with the option first this time
+	run dsec-layer import --allow-setuid c.tar
+	[ "$(layer_of)" != "sha256:$(sha256sum <c.tar | cut -c1-64)" ]
+	run dsec-layer import c.tar
+	[ "$(layer_of)" = "sha256:$(sha256sum <c.tar | cut -c1-64)" ]
+	run in_layer "$(layer_of)" sh -c 'getfattr --absolute-names -d -m - $M/cap'
+	[[ "$output" != *capability* ]]
+	# nothing setuid in the stream: the option changes nothing, one layer
+	run dsec-layer import plain.tar
+	[ "$(layer_of)" = "sha256:$(sha256sum <plain.tar | cut -c1-64)" ]
+	run dsec-layer import --allow-setuid plain.tar
+	[ "$(layer_of)" = "sha256:$(sha256sum <plain.tar | cut -c1-64)" ]
+	json_is "$(records)" .setuid false
+	# an image's config names diff ids: a kept layer still matches its own
+	mkdir -p dk/l1 && cp t.tar dk/l1/layer.tar
+	printf '{"rootfs":{"type":"layers","diff_ids":["%s"]}}' "$diff" >dk/cfg.json
+	echo '[{"Config":"cfg.json","RepoTags":["su:1"],"Layers":["l1/layer.tar"]}]' >dk/manifest.json
+	run dsec-layer import --allow-setuid dk
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	json_is "$(records | tail -1)" '.layers[0]' "$kept"
+	run dsec-layer import dk
+	[ "$status" -eq 0 ]
+	json_is "$(records | tail -1)" '.layers[0]' "$diff"
+}
+
 @test "hostile: a decompression bomb stops at --max-bytes, too many files at --max-files" {
 	head -c 50M /dev/zero >zero
 	tar -cf - zero | zstd -q -19 >bomb.tar.zst
