@@ -444,7 +444,9 @@ struct tw {
 	struct archive_entry *e;
 	void *links;
 	char *buf;
-	dev_t dev;
+	dev_t dev;    /* of the tree's root */
+	uint64_t mnt; /* the root's mount id, when statx gives one (have_mnt) */
+	int have_mnt;
 	const struct dsec_tar_upper *upper; /* reading an overlay upper dir */
 	struct dsec_err *err;
 };
@@ -673,13 +675,37 @@ static int tw_data(struct tw *w, int fd, uint64_t size, const char *rel)
 
 static int tw_dir(struct tw *w, int dfd, const char *rel, int depth);
 
+/* The mount id of fd's file (statx, Linux 5.8). 0, or -1 when the kernel has none to give. */
+static int mount_id(int fd, uint64_t *id)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID))
+		return -1;
+	*id = sx.stx_mnt_id;
+	return 0;
+}
+
+/* Is fd (st its stat) the root of another mount than the tree's? A bind mount of the tree's
+ * own file system has its st_dev: only the mount id tells it apart (st_dev where there is no
+ * mount id). */
+static int tw_other_mount(const struct tw *w, int fd, const struct stat *st)
+{
+	uint64_t id;
+
+	if (w->have_mnt && mount_id(fd, &id) == 0)
+		return id != w->mnt;
+	return st->st_dev != w->dev;
+}
+
 static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 {
 	struct archive_entry *e = w->e;
 	struct stat st;
 	char *subst = NULL; /* what to store instead of the file's content (tw_etc) */
 	size_t subst_len = 0;
-	int fd = -1, rc = -1, data = 0;
+	int fd = -1, rc = -1, data = 0, other_mount = 0;
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return dsec_err_sys(w->err, "'%s': stat", rel);
@@ -719,6 +745,14 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 				(S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
 		if (fd < 0)
 			return dsec_err_sys(w->err, "'%s': open", rel);
+		/* nothing below another mount: a directory another file system or a bind mount
+		 * is mounted on stays empty, a file mounted over is left out */
+		other_mount = tw_other_mount(w, fd, &st);
+		if (other_mount && S_ISREG(st.st_mode)) {
+			dsec_warnx("'%s': a mount point, left out", rel);
+			rc = 0;
+			goto out;
+		}
 		tw_xattrs(w, fd);
 		if (S_ISREG(st.st_mode)) {
 			int r = w->upper ? tw_etc(w, dfd, name, rel, &st, &subst, &subst_len) : 0;
@@ -778,7 +812,7 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 			free(path);
 		}
 	}
-	if (rc == 0 && S_ISDIR(st.st_mode) && st.st_dev == w->dev)
+	if (rc == 0 && S_ISDIR(st.st_mode) && !other_mount)
 		rc = tw_dir(w, fd, rel, 0);
 out:
 	free(subst);
@@ -845,6 +879,7 @@ static int tar_write(int dirfd, int fd, int zstd, const struct dsec_tar_upper *u
 	if (fstat(dirfd, &st) < 0)
 		return dsec_err_sys(err, "stat");
 	w.dev = st.st_dev;
+	w.have_mnt = mount_id(dirfd, &w.mnt) == 0;
 	w.a = archive_write_new();
 	w.e = archive_entry_new();
 	w.buf = malloc(TW_BUF);

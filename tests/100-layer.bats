@@ -162,6 +162,24 @@ open("f", "w").write("y")'
 	rm -rf d
 }
 
+@test "a directory: nothing below another mount, a bind mount of the same file system included" {
+	mkdir -p d/bind d/tmpfs other/deep
+	echo secret >other/secret
+	echo deeper >other/deep/x
+	echo mine >d/file
+	echo under >d/over
+	# mounted in a namespace of the test's own: nothing shows outside it, or outlives it
+	run unshare -m --propagation private sh -c 'mount --bind other d/bind &&
+		mount -t tmpfs -o mode=0755 t d/tmpfs && echo tmp >d/tmpfs/t &&
+		mount --bind other/secret d/over && dsec-layer import d'
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	json_is "$(records)" .files 4
+	[[ "$output" == *"'over': a mount point, left out"* ]]
+	run in_layer "$(layer_of)" sh -c 'cd $M && find . | sort; cat file'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '%s\n' . ./bind ./file ./tmpfs mine)" ]
+}
+
 @test "export of a gzip-imported layer is zstd and hashes to the id" {
 	mktar a.tar <<'PY'
 reg("f", b"data")
