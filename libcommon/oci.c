@@ -717,6 +717,37 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 		dsec_warnx("'%s': socket skipped", rel);
 		return 0;
 	}
+	if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+		mode_t was = st.st_mode & S_IFMT;
+
+		/* the name may be another file by now: O_NONBLOCK keeps a fifo swapped in from
+		 * hanging the open (O_NOCTTY a terminal from becoming ours), and what gets read is
+		 * what is open, by its own stat, which must still be of the type seen (reads of
+		 * files and directories do not heed O_NONBLOCK) */
+		fd = openat(dfd, name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
+				(S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+		if (fd < 0)
+			return dsec_err_sys(w->err, "'%s': open", rel);
+		if (fstat(fd, &st) < 0) {
+			rc = dsec_err_sys(w->err, "'%s': stat", rel);
+			goto out;
+		}
+		if ((st.st_mode & S_IFMT) != was) {
+			rc = dsec_err_set(w->err, EAGAIN,
+					  "'%s': changed while the tree was read: no longer a %s",
+					  rel, was == S_IFDIR ? "directory" : "regular file");
+			goto out;
+		}
+		/* nothing below another mount: a directory another file system or a bind mount
+		 * is mounted on stays empty, a file mounted over is left out */
+		other_mount = tw_other_mount(w, fd, &st);
+		if (other_mount && S_ISREG(st.st_mode)) {
+			dsec_warnx("'%s': a mount point, left out", rel);
+			rc = 0;
+			goto out;
+		}
+	}
 	rc = -1;
 	archive_entry_clear(e);
 	archive_entry_copy_pathname(e, rel);
@@ -740,19 +771,6 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
 		archive_entry_set_rdev(e, st.st_rdev);
 	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
-		fd = openat(dfd, name,
-			    O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-				(S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
-		if (fd < 0)
-			return dsec_err_sys(w->err, "'%s': open", rel);
-		/* nothing below another mount: a directory another file system or a bind mount
-		 * is mounted on stays empty, a file mounted over is left out */
-		other_mount = tw_other_mount(w, fd, &st);
-		if (other_mount && S_ISREG(st.st_mode)) {
-			dsec_warnx("'%s': a mount point, left out", rel);
-			rc = 0;
-			goto out;
-		}
 		tw_xattrs(w, fd);
 		if (S_ISREG(st.st_mode)) {
 			int r = w->upper ? tw_etc(w, dfd, name, rel, &st, &subst, &subst_len) : 0;

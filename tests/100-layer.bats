@@ -180,6 +180,67 @@ open("f", "w").write("y")'
 	[ "$output" = "$(printf '%s\n' . ./bind ./file ./tmpfs mine)" ]
 }
 
+# swap_shim OUT: an LD_PRELOAD library whose openat of a name equal to $SWAP first replaces
+# that file by a fifo: the walker's race between its stat and its open, made to happen.
+swap_shim() {
+	cat >"$1.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static void swap(int dfd, const char *name)
+{
+	const char *s = getenv("SWAP");
+	if (s && !strcmp(name, s) && unlinkat(dfd, name, 0) == 0)
+		mkfifoat(dfd, name, 0644);
+}
+int openat(int dfd, const char *name, int flags, ...)
+{
+	static int (*real)(int, const char *, int, ...);
+	va_list ap;
+	mode_t mode;
+	va_start(ap, flags);
+	mode = va_arg(ap, mode_t);
+	va_end(ap);
+	if (!real)
+		real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
+	swap(dfd, name);
+	return real(dfd, name, flags, mode);
+}
+int openat64(int dfd, const char *name, int flags, ...) __attribute__((alias("openat")));
+int __openat_2(int dfd, const char *name, int flags)
+{
+	return openat(dfd, name, flags, 0);
+}
+C
+	cc -shared -fPIC -o "$1" "$1.c" -ldl
+}
+
+@test "a directory: a fifo in it is skipped; a file that becomes a fifo while read fails the import, without hanging" {
+	mkdir d
+	echo one >d/a
+	mkfifo d/fifo
+	run timeout 30 dsec-layer import d
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[[ "$output" == *"'fifo': device node, fifo or socket skipped"* ]]
+	json_is "$(records)" .skipped 1
+	rm -rf "$DSEC_ROOT/layers" d
+	mkdir d
+	echo one >d/a
+	echo two >d/victim
+	swap_shim swap.so
+	SWAP=victim LD_PRELOAD=$PWD/swap.so run timeout 30 dsec-layer import d
+	[ "$status" -eq 1 ] || { echo "$output"; false; }
+	[ -p d/victim ]
+	[[ "$(records | jq -r .error.msg)" == *"reading the directory failed"* ]]
+	[[ "$output" == *"'victim': changed while the tree was read: no longer a regular file"* ]]
+	no_partial_layer
+}
+
 @test "export of a gzip-imported layer is zstd and hashes to the id" {
 	mktar a.tar <<'PY'
 reg("f", b"data")
