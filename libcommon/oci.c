@@ -269,6 +269,8 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 
 	if (kind == DSEC_OCI_DOCKER) {
 		top = read_json(dirfd, "manifest.json", err);
+		if (!top)
+			goto out;
 		man = json_incref(json_array_get(top, 0));
 		if (json_array_size(top) > 1)
 			dsec_warnx("manifest.json lists %zu images, importing the first",
@@ -321,15 +323,27 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		layers = json_object_get(man, "layers");
 		cfg_digest =
 		    json_string_value(json_object_get(json_object_get(man, "config"), "digest"));
-		if (blob_path(cfg_digest, cfgbuf, sizeof(cfgbuf), NULL) == 0)
-			cfg_path = cfgbuf;
-		else
-			cfg_digest = NULL;
+		if (blob_path(cfg_digest, cfgbuf, sizeof(cfgbuf), err) < 0) {
+			dsec_err_wrap(err, "OCI manifest: config");
+			goto out;
+		}
+		cfg_path = cfgbuf;
 	}
 	if (!json_is_array(layers) || !(n = json_array_size(layers)) || n > DSEC_MAX_LAYERS) {
 		dsec_err_set(err, EINVAL, "%s: no layers or more than %d",
 			     kind == DSEC_OCI_DOCKER ? "manifest.json" : "OCI manifest",
 			     DSEC_MAX_LAYERS);
+		goto out;
+	}
+	/* the config is a blob as the layers are: there, and hashing to its digest where its name
+	 * gives one (an old docker archive's is named by its v1 id), before any layer is taken */
+	if (!cfg_path) {
+		dsec_err_set(err, EINVAL, "manifest.json: no Config");
+		goto out;
+	}
+	cfg = read_json_blob(dirfd, cfg_path, cfg_digest, err);
+	if (!cfg) {
+		dsec_err_wrap(err, "image config");
 		goto out;
 	}
 	if (o->name)
@@ -371,14 +385,9 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		}
 		rc = -1;
 	}
-	/* the config's diff ids are our layer ids: a mismatch means the archive was altered */
-	if (cfg_path && cfg_digest && !(cfg = read_json_blob(dirfd, cfg_path, cfg_digest, err)) &&
-	    err->errnum == EINVAL)
-		goto out; /* a config altered after its digest was taken */
-	if (cfg_path && !cfg)
-		cfg = read_json(dirfd, cfg_path, NULL);
-	if (cfg &&
-	    json_is_array(diff_ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"))) {
+	/* the config's diff ids are the sha256 of our layers' streams: a mismatch means the
+	 * archive was altered */
+	if (json_is_array(diff_ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"))) {
 		if (json_array_size(diff_ids) != c.n) {
 			dsec_err_set(err, EINVAL, "config lists %zu diff ids for %u layers",
 				     json_array_size(diff_ids), c.n);
@@ -397,7 +406,7 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		dsec_warnx("no config with diff ids: layer contents not verified");
 	}
 	/* what the image's commands get by default: its environment, working dir and user */
-	runcfg = cfg ? dsec_image_config_clean(json_object_get(cfg, "config"), 1, name) : NULL;
+	runcfg = dsec_image_config_clean(json_object_get(cfg, "config"), 1, name);
 	/* an archive's own tag replaces an image of that name, as docker load does: say so */
 	if (!o->name) {
 		json_t *old = dsec_store_image_json(p, name, NULL);

@@ -932,6 +932,34 @@ open(sys.argv[1], "wb").write(b.getvalue())' "oci/blobs/sha256/$l2"
 	json_is "${lines[2]}" '.layers | length' 2
 }
 
+@test "hostile: a config that is missing or named by a bad digest fails the import" {
+	mkoci oci
+	local m
+	m=$(jq -r '.manifests[0].digest' oci/index.json)
+	# a manifest naming its config by a traversal, or a config blob that is not there
+	for dg in 'sha256:../../etc/passwd' "sha256:$(printf '%064d' 0)"; do
+		rm -rf bad && cp -a oci bad
+		jq -c --arg d "$dg" '.config.digest = $d' "oci/blobs/sha256/${m:7}" >man.json
+		local h
+		h=$(sha256sum <man.json | cut -c1-64)
+		cp man.json "bad/blobs/sha256/$h"
+		jq -c --arg d "sha256:$h" '.manifests[0].digest = $d' oci/index.json >bad/index.json
+		import_fails bad
+		[[ "$output" == *config* ]]
+		[[ "$output" != *"not verified"* ]]
+		[ -z "$(ls -A "$DSEC_ROOT/images" 2>/dev/null)" ]
+	done
+	[[ "$output" == *"image config: 'blobs/sha256/0000"* ]]
+	# a docker archive whose Config is not there, or not named
+	cp -a oci.docker dk
+	rm dk/cfg.json
+	import_fails dk
+	[[ "$output" == *"image config: 'cfg.json'"* ]]
+	jq -c '.[0] |= del(.Config)' oci.docker/manifest.json >dk/manifest.json
+	import_fails dk
+	[[ "$output" == *"no Config"* ]]
+}
+
 @test "--help and the man page name the same long options; bad options exit 2" {
 	local h m
 	h=$(dsec-layer --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)
