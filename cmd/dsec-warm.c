@@ -145,7 +145,8 @@ static int make_n(long long n)
 			return EXIT_LOW_MEMORY;
 		dsec_stop_hold(1); /* an interrupt waits for this sandbox to be made or undone */
 		while ((r = dsec_pool_make(&paths, &pool, &sb, &err)) < 0 && err.errnum == ENOSPC &&
-		       !dsec_stop_sig && dsec_admit_wait(w0, wait_us, &round) == 0 && !dsec_stop_sig)
+		       !dsec_stop_sig && dsec_admit_wait(w0, wait_us, &round) == 0 &&
+		       !dsec_stop_sig)
 			memset(&err, 0, sizeof(err));
 		dsec_stop_hold(0);
 		__atomic_add_fetch(made, 1, __ATOMIC_RELAXED);

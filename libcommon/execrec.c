@@ -62,7 +62,7 @@ struct loop {
 	unsigned long lineno;
 	size_t rec_len; /* the line of the record take_record gave last */
 	int skipping;   /* inside a line that is too long */
-	char *obuf;   /* replayed records (whole lines) not yet written */
+	char *obuf;     /* replayed records (whole lines) not yet written */
 	size_t olen, ocap;
 	struct done *durable; /* finished steps waiting for their journal entry to be synced */
 	size_t ndurable, capdurable;
@@ -691,8 +691,8 @@ static int job_finish(struct loop *L, struct job *j, struct dsec_err *err)
 			    dsec_utf8_json_max(j->cout.buf ? j->cout.buf : "", j->cout.len,
 					       room > esize ? room - esize : 0, NULL, &ocut));
 	json_object_set_new(x, "stderr", oerr);
-	json_object_set_new(x, "truncated", json_boolean(j->cout.truncated || j->cerr.truncated ||
-							 ocut || ecut));
+	json_object_set_new(x, "truncated",
+			    json_boolean(j->cout.truncated || j->cerr.truncated || ocut || ecut));
 	json_object_set_new(x, "timed_out", json_boolean(j->timed_out));
 	/* processes of the sandbox the OOM killer ended while the command ran: the command or
 	 * anything it started, or anything else running there then */

@@ -501,8 +501,8 @@ static int load(struct dsec_journal *j, struct dsec_err *err)
 			}
 		}
 		if (line > 1 || (end - pos == hl && !memcmp(buf + pos, HEADER, hl)))
-			e = json_loadb(buf + pos, end - pos, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
-				       &je);
+			e = json_loadb(buf + pos, end - pos,
+				       JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
 		if (!nl || !json_is_object(e)) {
 			/* Only the last line may be torn (a crash in the middle of an append); a
 			 * torn first line is one only when it is a part of the header. */

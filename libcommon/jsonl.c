@@ -124,13 +124,9 @@ static int has_nul_string(json_t *v)
 	if (json_is_string(v))
 		return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
 	if (json_is_object(v)) {
-		json_object_foreach(v, k, m)
-			if (has_nul_string(m))
-				return 1;
+		json_object_foreach(v, k, m) if (has_nul_string(m)) return 1;
 	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, m)
-			if (has_nul_string(m))
-				return 1;
+		json_array_foreach(v, i, m) if (has_nul_string(m)) return 1;
 	}
 	return 0;
 }
@@ -150,10 +146,12 @@ json_t *dsec_jsonl_parse(const char *line, size_t len, struct dsec_err *err)
 	/* a command's output and input keep their NUL bytes ("exec" is dsec-exec's; "stdin" is
 	 * fed by its length); anywhere else a string with one would be cut short by every C string
 	 * it becomes (an id, an argument, a path) */
-	json_object_foreach(v, k, m) {
+	json_object_foreach(v, k, m)
+	{
 		if (strcmp(k, "exec") != 0 && strcmp(k, "stdin") != 0 && has_nul_string(m)) {
 			dsec_err_set(err, EINVAL,
-				     "\"%s\": \\u0000 is allowed only in \"exec\" and \"stdin\"", k);
+				     "\"%s\": \\u0000 is allowed only in \"exec\" and \"stdin\"",
+				     k);
 			json_decref(v);
 			return NULL;
 		}

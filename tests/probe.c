@@ -179,8 +179,7 @@ static int do_syscall(const char *name)
 		r = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
 		if (r == 0)
 			_exit(0);
-	}
-	else if (!strcmp(name, "chroot"))
+	} else if (!strcmp(name, "chroot"))
 		r = chroot("/");
 	else if (!strcmp(name, "ptrace"))
 		r = syscall(SYS_ptrace, 0x4206 /* PTRACE_SEIZE */, 1, 0, 0);

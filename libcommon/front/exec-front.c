@@ -1447,7 +1447,8 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 			long r = pb.parent_fd = sys_open("/", O_PATH | O_DIRECTORY);
 
 			if (r >= 0)
-				r = S4(DSEC_NR_landlock_add_rule, rs, DSEC_LL_RULE_PATH_BENEATH, &pb, 0);
+				r = S4(DSEC_NR_landlock_add_rule, rs, DSEC_LL_RULE_PATH_BENEATH,
+				       &pb, 0);
 			if (r >= 0)
 				r = S2(DSEC_NR_landlock_restrict_self, rs, 0);
 			if (pb.parent_fd >= 0)

@@ -199,7 +199,8 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
 			size_t sz = 0;
 			int cut = -1;
-			json_t *j = dsec_utf8_json_max(cuts[i].in, cuts[i].len, cuts[i].max, &sz, &cut);
+			json_t *j =
+			    dsec_utf8_json_max(cuts[i].in, cuts[i].len, cuts[i].max, &sz, &cut);
 			char *s = json_dumps(j, JSON_ENCODE_ANY);
 
 			ok(s && !strcmp(s, cuts[i].out) && cut == cuts[i].cut && sz == strlen(s),

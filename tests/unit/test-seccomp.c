@@ -1161,7 +1161,8 @@ static void bpf_properties(const struct dsec_seccomp *sc)
 	   "bpf: ioctl denied exactly when the low 32 bits are TIOCSTI or TIOCLINUX "
 	   "(%d wrong)",
 	   bad_ioctl);
-	ok(bad_clone == 0, "bpf: clone denied exactly when a namespace flag or CLONE_PARENT is set (%d wrong)",
+	ok(bad_clone == 0,
+	   "bpf: clone denied exactly when a namespace flag or CLONE_PARENT is set (%d wrong)",
 	   bad_clone);
 	ok(bad_socket == 0, "bpf: socket allowed exactly for unix, inet, inet6, netlink (%d wrong)",
 	   bad_socket);
