@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -947,10 +948,12 @@ int dsec_tar_upper_write(int dirfd, int fd, const struct dsec_tar_upper *u, stru
 	return tar_write(dirfd, fd, 0, u, err);
 }
 
-/* The walker feeding an import: its exit says whether the stream was all of the tree. */
+/* The walker feeding an import: its exit says whether the stream was all of the tree, and
+ * *why (shared memory it fills before exiting 1) what stopped it. */
 struct walker {
 	pid_t pid;
 	int status;
+	struct dsec_err *why;
 };
 
 static int walker_wait(struct walker *wk)
@@ -965,11 +968,21 @@ static int walker_wait(struct walker *wk)
 	return WIFEXITED(wk->status) && WEXITSTATUS(wk->status) == 0 ? 0 : -1;
 }
 
+/* Wait for the walker; when it failed, err says so, with its reason when it gave one (the
+ * import's one error line: the walker prints nothing). 0 or -1. */
+static int walker_failed(struct walker *wk, struct dsec_err *err)
+{
+	if (walker_wait(wk) == 0)
+		return 0;
+	if (wk->why->msg[0])
+		return dsec_err_set(err, wk->why->errnum ? wk->why->errnum : EIO,
+				    "reading the directory failed: %s", wk->why->msg);
+	return dsec_err_set(err, EIO, "reading the directory failed");
+}
+
 static int walker_done(void *ctx, struct dsec_err *err)
 {
-	if (walker_wait(ctx) < 0)
-		return dsec_err_set(err, EIO, "reading the directory failed");
-	return 0;
+	return walker_failed(ctx, err);
 }
 
 static int tar_import(const struct dsec_paths *p, const struct dsec_import_opts *o, int dirfd,
@@ -977,27 +990,30 @@ static int tar_import(const struct dsec_paths *p, const struct dsec_import_opts 
 		      struct dsec_err *err)
 {
 	struct dsec_import_opts o2 = *o;
-	struct walker wk = {0, 0};
+	struct walker wk = {0, 0, NULL};
+	struct dsec_err why;
 	int pfd[2], rc;
 
-	if (pipe2(pfd, O_CLOEXEC) < 0)
+	wk.why =
+	    mmap(NULL, sizeof(*wk.why), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (wk.why == MAP_FAILED)
+		return dsec_err_sys(err, "mmap");
+	memset(wk.why, 0, sizeof(*wk.why));
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		munmap(wk.why, sizeof(*wk.why));
 		return dsec_err_sys(err, "pipe");
+	}
 	wk.pid = fork();
 	if (wk.pid < 0) {
 		close(pfd[0]);
 		close(pfd[1]);
+		munmap(wk.why, sizeof(*wk.why));
 		return dsec_err_sys(err, "fork");
 	}
 	if (wk.pid == 0) {
-		struct dsec_err e2;
-
 		close(pfd[0]);
 		signal(SIGPIPE, SIG_DFL);
-		if (tar_write(dirfd, pfd[1], !u, u, &e2) < 0) {
-			dsec_err_print(&e2);
-			_exit(1);
-		}
-		_exit(0);
+		_exit(tar_write(dirfd, pfd[1], !u, u, wk.why) < 0 ? 1 : 0);
 	}
 	close(pfd[1]);
 	/* the layer is published only once the walker has said the stream was whole: a tree it
@@ -1006,8 +1022,13 @@ static int tar_import(const struct dsec_paths *p, const struct dsec_import_opts 
 	o2.stream_ctx = &wk;
 	rc = dsec_layer_import_fd(p, &o2, pfd[0], 0, cb, arg, err);
 	close(pfd[0]);
-	if (walker_wait(&wk) < 0 && rc == 0)
-		rc = dsec_err_set(err, EIO, "reading the directory failed");
+	/* a walker that stopped ended the stream short: its reason, not the reader's "truncated",
+	 * is the error (one that died of the closed pipe has none: the reader's stands) */
+	if (walker_failed(&wk, &why) < 0 && (rc == 0 || wk.why->msg[0])) {
+		*err = why;
+		rc = -1;
+	}
+	munmap(wk.why, sizeof(*wk.why));
 	return rc;
 }
 
