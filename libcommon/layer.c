@@ -169,7 +169,8 @@ static int parent_error(const char *path, struct dsec_err *err)
 }
 
 /* Open the directory `dir` (clean, relative to the tree) as an O_PATH fd, creating missing
- * components (0755) when create. Never follows a symlink. Returns an fd or -1. */
+ * components (0755, whatever the umask) when create. Never follows a symlink. Returns an fd or
+ * -1. */
 static int open_dir(struct dsec_extract *x, const char *dir, int create, struct dsec_err *err)
 {
 	char buf[PATH_MAX];
@@ -186,9 +187,14 @@ static int open_dir(struct dsec_extract *x, const char *dir, int create, struct 
 		slash = strchr(s, '/');
 		if (slash)
 			*slash = '\0';
-		if (mkdirat(fd, s, 0755) == 0)
+		if (mkdirat(fd, s, 0755) == 0) {
 			x->implied++;
-		else if (errno != EEXIST) {
+			/* just made, in our staging tree: no one else's link can be there */
+			if (fchmodat(fd, s, 0755, 0) < 0) {
+				close(fd);
+				return dsec_err_sys(err, "'%s': chmod", dir);
+			}
+		} else if (errno != EEXIST) {
 			close(fd);
 			return dsec_err_sys(err, "'%s': mkdir", dir);
 		}
@@ -466,12 +472,15 @@ static int defer_time(struct dsec_extract *x, const char *path, struct archive_e
 	return 0;
 }
 
-/* Make (or reuse) directory `path`; returns an fd open on it for fsetxattr, or -1. */
-static int make_dir(struct dsec_extract *x, const char *path, struct dsec_err *err)
+/* Make (or reuse) directory `path`, 0700 until its entry's metadata is applied; *made says
+ * whether it was made here (NULL: not asked). Returns an fd open on it for fsetxattr, or -1. */
+static int make_dir(struct dsec_extract *x, const char *path, int *made, struct dsec_err *err)
 {
 	const char *base;
-	int pfd, fd;
+	int pfd, fd, fresh = 1;
 
+	if (made)
+		*made = 0;
 	if (!*path)
 		return openat(x->tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	pfd = parent_of(x, path, &base, err);
@@ -485,12 +494,16 @@ static int make_dir(struct dsec_extract *x, const char *path, struct dsec_err *e
 		r = clear_way(pfd, base, path, 1, err);
 		if (r < 0)
 			return -1;
-		if (r == 1)
+		if (r == 1) {
+			fresh = 0;
 			break;
+		}
 	}
 	fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return dsec_err_sys(err, "'%s': open", path);
+	if (made)
+		*made = fresh;
 	return fd;
 }
 
@@ -517,10 +530,17 @@ static int make_whiteout(struct dsec_extract *x, const char *path, struct archiv
 
 static int make_opaque(struct dsec_extract *x, const char *dir, struct dsec_err *err)
 {
-	int fd = make_dir(x, dir, err);
+	int made, fd = make_dir(x, dir, &made, err);
 
 	if (fd < 0)
 		return -1;
+	/* a directory the archive has not listed (yet) is made as one its paths imply; its own
+	 * entry, should one come, sets its metadata */
+	if (made && fchmod(fd, 0755) < 0) {
+		dsec_err_sys(err, "'%s': chmod", dir);
+		close(fd);
+		return -1;
+	}
 	if (fsetxattr(fd, "trusted.overlay.opaque", "y", 1, 0) < 0 ||
 	    fsetxattr(fd, "user.overlay.opaque", "y", 1, 0) < 0) {
 		dsec_err_sys(err, "'%s': mark opaque", dir);
@@ -630,7 +650,7 @@ int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct d
 	if (wh == DSEC_WH_FILE)
 		return make_whiteout(x, target, e, err);
 	if (type == AE_IFDIR && !hl) {
-		fd = make_dir(x, path, err);
+		fd = make_dir(x, path, NULL, err);
 		if (fd < 0)
 			return -1;
 		if (apply_meta(x, fd, e, path, err) < 0) {

@@ -275,6 +275,25 @@ PY
 	[ "${lines[4]}" = gone ]
 }
 
+@test "directories an archive implies but never lists are 0755, an opaque marker's too, whatever the umask" {
+	mktar w.tar <<'PY'
+reg("a/b/f", b"f")
+reg("opq/.wh..wh..opq")
+reg("deep/er/.wh..wh..opq")
+typ("listed", tarfile.DIRTYPE, mode=0o750)
+reg("listed/.wh..wh..opq")
+reg("later/.wh..wh..opq")
+typ("later", tarfile.DIRTYPE, mode=0o711)
+PY
+	run sh -c 'umask 077 && dsec-layer import w.tar'
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	run in_layer "$(layer_of)" sh -c 'cd $M && stat -c "%n %a" a a/b opq deep deep/er listed later;
+		getfattr --absolute-names --only-values -n user.overlay.opaque opq'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(printf '%s\n' 'a 755' 'a/b 755' 'opq 755' 'deep 755' 'deep/er 755' \
+		'listed 750' 'later 711' y)" ]
+}
+
 @test "hostile: '../' traversal is refused" {
 	mktar t.tar <<'PY'
 reg("ok", b"1")
