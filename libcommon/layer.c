@@ -674,6 +674,14 @@ int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct d
 		return extract_file(x, pfd, base, path, e, err);
 	case AE_IFLNK:
 		return extract_symlink(x, pfd, base, path, e, err);
+	case 0:
+		/* a hard link entry (no data, so no type of its own) whose target libarchive does
+		 * not give: libarchive 3.6 drops one named only by a pax linkpath, with an empty
+		 * ustar link name */
+		return dsec_err_set(err, EINVAL,
+				    "'%s': hard link whose target cannot be read (a pax linkpath "
+				    "with an empty ustar link name)",
+				    path);
 	case AE_IFCHR:
 		if (archive_entry_rdev(e) == 0)
 			return make_whiteout(x, path, e, err);

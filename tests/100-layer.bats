@@ -350,6 +350,38 @@ PY
 	import_fails t3.tar
 }
 
+@test "hostile: a hard link named only by a pax linkpath is a link or a clear error, never a skipped device" {
+	mktar h.tar <<'PY'
+reg("target", b"abc")
+ti = tarfile.TarInfo("link"); ti.type = tarfile.LNKTYPE; ti.linkname = "target"
+ti.pax_headers = {"linkpath": "target"}
+add(ti)
+PY
+	# empty the ustar link name of the link's header, so only the pax record names the target
+	python3 - h.tar <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+for off in range(0, len(b), 512):
+    h = b[off:off + 512]
+    if h[:5] == b"link\0" and h[156:157] == b"1":
+        h[157:257] = bytes(100)
+        h[148:156] = b" " * 8
+        h[148:156] = b"%06o\0 " % sum(h)
+        b[off:off + 512] = h
+open(sys.argv[1], "wb").write(b)
+PY
+	[ "$(tar -tvf h.tar | grep -c 'link to target')" -eq 1 ]
+	run dsec-layer import h.tar
+	[[ "$output" != *"device node, fifo or socket skipped"* ]]
+	if [ "$status" -eq 0 ]; then # a libarchive that reads the linkpath
+		run in_layer "$(layer_of)" sh -c 'stat -c %h $M/link; cat $M/link'
+		[ "$output" = "$(printf '2\nabc')" ]
+	else
+		import_fails h.tar
+		[[ "$output" == *"'link': hard link whose target cannot be read"* ]]
+	fi
+}
+
 @test "hostile: device nodes and fifos are dropped, char 0:0 stays a whiteout" {
 	mktar t.tar <<'PY'
 typ("dev/sda", tarfile.BLKTYPE, devmajor=8, devminor=0)
