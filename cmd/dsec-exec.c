@@ -447,7 +447,8 @@ static const char *split_ref(const char *arg, char *buf, size_t n)
 	return colon + 1;
 }
 
-static int copy(const struct dsec_paths *paths, const char *src, const char *dst)
+static int copy(const struct dsec_paths *paths, const char *src, const char *dst,
+		uint64_t timeout_us)
 {
 	char sid[DSEC_ID_MAX + 1], did[DSEC_ID_MAX + 1];
 	const char *sp = split_ref(src, sid, sizeof(sid)), *dp = split_ref(dst, did, sizeof(did));
@@ -461,7 +462,8 @@ static int copy(const struct dsec_paths *paths, const char *src, const char *dst
 		dsec_err_print(&err);
 		return DSEC_EXIT_FAILED;
 	}
-	r = sp ? dsec_cp_out(&t, sp, dst, &err) : dsec_cp_in(&t, src, dp, &err);
+	r = sp ? dsec_cp_out(&t, sp, dst, timeout_us, &err)
+	       : dsec_cp_in(&t, src, dp, timeout_us, &err);
 	if (r < 0)
 		dsec_errorx("%s: %s", t.sb.id, err.msg);
 	dsec_exec_target_close(&t);
@@ -585,7 +587,8 @@ int main(int argc, char **argv)
 		if (!strcmp(id, "cp")) {
 			if (argc - optind != 2)
 				dsec_usage_error("cp takes SRC and DST");
-			return dsec_cli_exit(copy(&paths, argv[optind], argv[optind + 1]));
+			return dsec_cli_exit(
+			    copy(&paths, argv[optind], argv[optind + 1], ro.timeout_us));
 		}
 		if (optind < argc && !strcmp(argv[optind], "--"))
 			optind++;

@@ -8,14 +8,23 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* How long the host's side of a copy waits for the sandbox's side to move a byte (or, after the
+ * stream, to finish) before it kills it and fails: a stopped copier must not hang dsec-exec.
+ * Seconds; DSEC_CP_STALL_S in the environment overrides it (for tests). */
+#define DSEC_CP_STALL_S 30
 
 /* libarchive is loaded when a copy needs it, not at every start of dsec-exec: its dependencies
  * (libxml2, ICU, …) cost more than a whole exec. Loaded on the host, before anything enters a
@@ -46,6 +55,7 @@
 	X(archive_read_new)                                                                        \
 	X(archive_read_next_header)                                                                \
 	X(archive_read_next_header2)                                                               \
+	X(archive_read_open)                                                                       \
 	X(archive_read_open_fd)                                                                    \
 	X(archive_read_support_filter_bzip2)                                                       \
 	X(archive_read_support_filter_gzip)                                                        \
@@ -61,7 +71,9 @@
 	X(archive_write_free)                                                                      \
 	X(archive_write_header)                                                                    \
 	X(archive_write_new)                                                                       \
+	X(archive_write_open)                                                                      \
 	X(archive_write_open_fd)                                                                   \
+	X(archive_write_set_bytes_in_last_block)                                                   \
 	X(archive_write_set_format_pax_restricted)
 
 #define LA_PTR(f) static __typeof__(f) *la_##f;
@@ -96,6 +108,7 @@ static const struct {
 #define archive_read_new (*la_archive_read_new)
 #define archive_read_next_header (*la_archive_read_next_header)
 #define archive_read_next_header2 (*la_archive_read_next_header2)
+#define archive_read_open (*la_archive_read_open)
 #define archive_read_open_fd (*la_archive_read_open_fd)
 #define archive_read_support_filter_bzip2 (*la_archive_read_support_filter_bzip2)
 #define archive_read_support_filter_gzip (*la_archive_read_support_filter_gzip)
@@ -111,7 +124,9 @@ static const struct {
 #define archive_write_free (*la_archive_write_free)
 #define archive_write_header (*la_archive_write_header)
 #define archive_write_new (*la_archive_write_new)
+#define archive_write_open (*la_archive_write_open)
 #define archive_write_open_fd (*la_archive_write_open_fd)
+#define archive_write_set_bytes_in_last_block (*la_archive_write_set_bytes_in_last_block)
 #define archive_write_set_format_pax_restricted (*la_archive_write_set_format_pax_restricted)
 
 static int la_load(struct dsec_err *err)
@@ -280,9 +295,163 @@ static struct archive *disk_writer(void)
 	return w;
 }
 
-/* Write path (relative to the cwd) as a pax tar on fd, entries named as found (no symlink
- * followed). 0 or -1 with msg. */
-static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t mn)
+/* The host's end of a pipe to or from the sandbox's copier, non-blocking, so that no wait on it
+ * outlasts the stall deadline: a process of the sandbox can stop the copier (SIGSTOP from a
+ * loop over /proc), and the host's side must not hang on it. --timeout bounds the whole copy,
+ * waits on the host's own standard input and output included. When a wait runs out the copier
+ * is killed at once, so what is still to be read or written finds the pipe closed. */
+enum { CP_STALLED = 1, CP_TIMED_OUT };
+struct cp_pipe {
+	int fd;
+	int stall_s;
+	uint64_t timeout_us, deadline; /* --timeout, and when it expires (monotonic); 0 = none */
+	int gave_up; /* CP_STALLED or CP_TIMED_OUT: every further call fails at once */
+	struct dsec_exec_proc *pr;
+	char buf[65536]; /* the reader callback's */
+};
+
+/* DSEC_CP_STALL_S, whole seconds, for tests; otherwise (or when it is not 1..86400) the
+ * default. */
+static int stall_seconds(void)
+{
+	const char *s = getenv("DSEC_CP_STALL_S");
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return DSEC_CP_STALL_S;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return errno || *end || v < 1 || v > 86400 ? DSEC_CP_STALL_S : (int)v;
+}
+
+static int give_up(struct cp_pipe *cp, int why)
+{
+	struct dsec_err e;
+
+	if (!cp->gave_up && cp->pr)
+		dsec_exec_kill(cp->pr, &e);
+	cp->gave_up = why;
+	errno = ETIMEDOUT;
+	return -1;
+}
+
+/* Wait until fd is ready for ev: at most the stall deadline when stall (the copier's pipe),
+ * and never past --timeout. 0, or -1 (given up: errno ETIMEDOUT). */
+static int wait_fd(struct cp_pipe *cp, int fd, short ev, int stall)
+{
+	uint64_t end = stall ? dsec_now_us() + (uint64_t)cp->stall_s * 1000000 : UINT64_MAX;
+	struct pollfd pfd = {.fd = fd, .events = ev};
+
+	if (cp->gave_up)
+		return errno = ETIMEDOUT, -1;
+	if (cp->deadline && cp->deadline < end)
+		end = cp->deadline;
+	if (end == UINT64_MAX)
+		return 0; /* nothing to bound: the read or write itself waits */
+	for (;;) {
+		uint64_t now = dsec_now_us();
+		int r;
+
+		if (now >= end)
+			return give_up(cp, end == cp->deadline ? CP_TIMED_OUT : CP_STALLED);
+		r = poll(&pfd, 1, (int)((end - now + 999) / 1000));
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* read(2) on cp, waiting at most the deadline for a byte. */
+static ssize_t pipe_read(struct cp_pipe *cp, void *buf, size_t n)
+{
+	for (;;) {
+		ssize_t r;
+
+		if (cp->gave_up || (cp->deadline && dsec_now_us() >= cp->deadline))
+			return give_up(cp, cp->gave_up ? cp->gave_up : CP_TIMED_OUT);
+		r = read(cp->fd, buf, n);
+		if (r >= 0)
+			return r;
+		if (errno != EINTR && (errno != EAGAIN || wait_fd(cp, cp->fd, POLLIN, 1) < 0))
+			return -1;
+	}
+}
+
+/* All of buf onto cp, the deadline counted afresh whenever the reader takes some. 0 or -1. */
+static int pipe_write(struct cp_pipe *cp, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t r;
+
+		if (cp->gave_up || (cp->deadline && dsec_now_us() >= cp->deadline))
+			return give_up(cp, cp->gave_up ? cp->gave_up : CP_TIMED_OUT);
+		r = write(cp->fd, p, n);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+		} else if (r == 0 || (errno != EINTR &&
+				      (errno != EAGAIN || wait_fd(cp, cp->fd, POLLOUT, 1) < 0)))
+			return -1;
+	}
+	return 0;
+}
+
+/* All of buf onto the host's standard output, within --timeout: a pipe there takes a page
+ * without blocking once poll says it is writable. 0 or -1. */
+static int out_write(struct cp_pipe *cp, const char *p, size_t n)
+{
+	while (n > 0) {
+		size_t k = cp->deadline && n > PIPE_BUF ? PIPE_BUF : n;
+		ssize_t r;
+
+		if (wait_fd(cp, 1, POLLOUT, 0) < 0)
+			return -1;
+		r = write(1, p, k);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+		} else if (r == 0 || errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+static la_ssize_t la_pipe_read(struct archive *a, void *data, const void **buf)
+{
+	struct cp_pipe *cp = data;
+
+	(void)a;
+	*buf = cp->buf;
+	return pipe_read(cp, cp->buf, sizeof(cp->buf));
+}
+
+static la_ssize_t la_pipe_write(struct archive *a, void *data, const void *buf, size_t n)
+{
+	(void)a;
+	return pipe_write(data, buf, n) < 0 ? -1 : (la_ssize_t)n;
+}
+
+/* Make fd, the host's end of a pipe to the copier pr (started later), a cp_pipe; --timeout
+ * timeout_us (0 = none) counts from now. 0 or -1 (fcntl). */
+static int pipe_open(struct cp_pipe *cp, int fd, uint64_t timeout_us, struct dsec_exec_proc *pr)
+{
+	cp->fd = fd;
+	cp->stall_s = stall_seconds();
+	cp->timeout_us = timeout_us;
+	cp->deadline = timeout_us ? dsec_now_us() + timeout_us : 0;
+	cp->gave_up = 0;
+	cp->pr = pr;
+	return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Write path (relative to the cwd) as a pax tar on cp (the host) or fd (the sandbox), entries
+ * named as found (no symlink followed). 0 or -1 with msg. */
+static int pack(const char *path, int fd, struct cp_pipe *cp, struct progress *pg, char *msg,
+		size_t mn)
 {
 	struct archive *d = archive_read_disk_new(), *w = archive_write_new();
 	struct archive_entry *e = archive_entry_new();
@@ -295,7 +464,10 @@ static int pack(const char *path, int fd, struct progress *pg, char *msg, size_t
 	/* a file's second and later names go as links, without its data again */
 	if (lr)
 		archive_entry_linkresolver_set_strategy(lr, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);
-	if (archive_write_open_fd(w, fd) != ARCHIVE_OK ||
+	if (cp) /* as archive_write_open_fd does on a pipe: no padding after the end */
+		archive_write_set_bytes_in_last_block(w, 1);
+	if ((cp ? archive_write_open(w, cp, NULL, la_pipe_write, NULL)
+		: archive_write_open_fd(w, fd)) != ARCHIVE_OK ||
 	    archive_read_disk_open(d, path) != ARCHIVE_OK) {
 		snprintf(msg, mn, "'%s': %s", path, archive_error_string(d));
 		goto out;
@@ -424,61 +596,129 @@ static int sandbox_pack(void *arg)
 	if (chdir(dir) < 0)
 		return snprintf(msg, sizeof(msg), "'%s': %s", dir, strerror(errno)),
 		       in_sandbox_fail(msg);
-	return pack(base, 1, NULL, msg, sizeof(msg)) < 0 ? in_sandbox_fail(msg) : 0;
+	return pack(base, 1, NULL, NULL, msg, sizeof(msg)) < 0 ? in_sandbox_fail(msg) : 0;
 }
 
 /* ---- on the host ---- */
 
+/* The error of a copy given up on (cp->gave_up). -1. */
+static int gave_up_err(const struct cp_pipe *cp, struct dsec_err *err)
+{
+	if (cp->gave_up == CP_TIMED_OUT)
+		return dsec_err_set(err, ETIMEDOUT, "cp: timed out after %g s (--timeout)",
+				    (double)cp->timeout_us / 1e6);
+	return dsec_err_set(err, ETIMEDOUT, "cp: no progress for %d s: the sandbox side stopped",
+			    cp->stall_s);
+}
+
+/* dsec_exec_start waits until the copier's setup is done, and once the copier has entered the
+ * sandbox's user namespace a process there can stop it (SIGSTOP). The start has no guard of its
+ * own for a process that runs a function, so our timer kills it by its pidfd at the stall
+ * deadline (or --timeout) and the wait ends. */
+static struct dsec_exec_proc *volatile starting;
+static volatile sig_atomic_t start_killed;
+
+static void start_alarm(int sig)
+{
+	struct dsec_exec_proc *pr = starting;
+
+	(void)sig;
+	if (pr && pr->pidfd > 2) { /* set by clone3; the start's own fds come after stdio */
+		syscall(SYS_pidfd_send_signal, pr->pidfd, SIGKILL, NULL, 0);
+		start_killed = 1;
+	}
+}
+
 /* Start fn in the sandbox with stream as its stdin (in) or stdout (!in) and a pipe for its
- * message. */
+ * message; io (the stream) gives the deadlines and is marked given up when the start did not
+ * finish within them. 0 or -1. */
 static int start_copier(struct dsec_exec_target *t, int (*fn)(void *), struct cp_job *j, int stream,
-			int in, struct dsec_exec_proc *pr, int *msgfd, struct dsec_err *err)
+			int in, struct dsec_exec_proc *pr, int *msgfd, struct cp_pipe *io,
+			struct dsec_err *err)
 {
 	static char name[] = "dsec-exec-cp";
 	char *argv[] = {name, NULL}, *envp[] = {NULL};
 	struct dsec_exec_spec s = {.argv = argv, .envp = envp, .fn = fn, .arg = j};
-	int mp[2];
+	struct sigaction sa = {.sa_handler = start_alarm, .sa_flags = SA_RESTART}, old;
+	uint64_t us = (uint64_t)io->stall_s * 1000000, now = dsec_now_us();
+	struct itimerval it = {{0, 0}, {0, 0}}, off = {{0, 0}, {0, 0}};
+	int mp[2], why = CP_STALLED, r;
 
+	if (io->deadline && io->deadline < now + us) {
+		us = io->deadline > now ? io->deadline - now : 1;
+		why = CP_TIMED_OUT;
+	}
 	if (pipe2(mp, O_CLOEXEC) < 0)
 		return dsec_err_sys(err, "pipe");
 	s.fd[0] = in ? stream : -1;
 	s.fd[1] = in ? -1 : stream;
 	s.fd[2] = mp[1];
-	if (dsec_exec_start(t, &s, pr, err) < 0) {
+	it.it_value.tv_sec = (time_t)(us / 1000000);
+	it.it_value.tv_usec = (suseconds_t)(us % 1000000);
+	sigemptyset(&sa.sa_mask);
+	pr->pidfd = -1;
+	starting = pr;
+	start_killed = 0;
+	sigaction(SIGALRM, &sa, &old);
+	setitimer(ITIMER_REAL, &it, NULL);
+	r = dsec_exec_start(t, &s, pr, err);
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	starting = NULL;
+	close(mp[1]);
+	if (start_killed) {
+		if (r == 0)
+			dsec_exec_release(pr); /* reaps it */
 		close(mp[0]);
-		close(mp[1]);
+		io->gave_up = why;
+		return gave_up_err(io, err);
+	}
+	if (r < 0) {
+		close(mp[0]);
 		return -1;
 	}
-	close(mp[1]);
 	*msgfd = mp[0];
 	return 0;
 }
 
-/* Reap the copier; its message becomes err when it failed. 0 or -1. */
-static int finish_copier(struct dsec_exec_proc *pr, int msgfd, const char *what,
+/* Read the copier's message to its end (it exits) and reap it. Giving up, on the stream io or
+ * in this wait, becomes err; else the copier's message when it failed. 0 or -1. */
+static int finish_copier(struct dsec_exec_proc *pr, int msgfd, struct cp_pipe *io, const char *what,
 			 struct dsec_err *err)
 {
 	char msg[1024];
-	ssize_t n = read(msgfd, msg, sizeof(msg) - 1);
+	struct cp_pipe mp;
 	struct dsec_err e;
+	size_t len = 0;
+	ssize_t n;
 	int st = 0;
 
+	(void)pipe_open(&mp, msgfd, 0, pr); /* should fcntl fail, it is read blocking */
+	mp.timeout_us = io->timeout_us;
+	mp.deadline = io->deadline;
+	while (!io->gave_up && len < sizeof(msg) - 1 &&
+	       (n = pipe_read(&mp, msg + len, sizeof(msg) - 1 - len)) > 0)
+		len += (size_t)n;
 	close(msgfd);
-	msg[n > 0 ? n : 0] = '\0';
+	msg[len] = '\0';
 	if (dsec_exec_wait(pr, 0, &st, NULL, &e) < 0)
 		st = 1;
 	dsec_exec_release(pr);
+	if (io->gave_up || mp.gave_up)
+		return gave_up_err(io->gave_up ? io : &mp, err);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
 	return dsec_err_set(err, EIO, "%s", msg[0] ? msg : what);
 }
 
-int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err)
+int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, uint64_t timeout_us,
+	       struct dsec_err *err)
 {
 	struct cp_job j = {.src = src, .dst = dst, .raw = !strcmp(src, "-")};
 	char dir[PATH_MAX], base[NAME_MAX + 1], msg[768] = "";
 	struct dsec_exec_proc pr;
 	struct progress pg;
+	struct cp_pipe io;
 	int p[2], msgfd, slash, r = 0, cwd;
 
 	if (la_load(err) < 0)
@@ -493,7 +733,9 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 	}
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return dsec_err_sys(err, "pipe");
-	if (start_copier(t, sandbox_unpack, &j, p[0], 1, &pr, &msgfd, err) < 0) {
+	if (pipe_open(&io, p[1], timeout_us, &pr) < 0)
+		r = dsec_err_sys(err, "pipe");
+	if (r < 0 || start_copier(t, sandbox_unpack, &j, p[0], 1, &pr, &msgfd, &io, err) < 0) {
 		close(p[0]);
 		close(p[1]);
 		return -1;
@@ -505,8 +747,10 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 		char buf[65536];
 		ssize_t n;
 
-		while ((n = read(0, buf, sizeof(buf))) > 0) {
-			if (write(p[1], buf, (size_t)n) != n)
+		/* standard input may take its time: only --timeout bounds it, not the stall
+		 * deadline of the sandbox's side */
+		while (wait_fd(&io, 0, POLLIN, 0) == 0 && (n = read(0, buf, sizeof(buf))) > 0) {
+			if (pipe_write(&io, buf, (size_t)n) < 0)
 				break;
 			progress_add(&pg, (uint64_t)n, 0);
 		}
@@ -515,7 +759,7 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 		if (cwd < 0 || chdir(dir) < 0)
 			r = dsec_err_sys(err, "'%s'", dir);
 		else
-			r = pack(base, p[1], &pg, msg, sizeof(msg));
+			r = pack(base, -1, &io, &pg, msg, sizeof(msg));
 		if (cwd >= 0) {
 			if (fchdir(cwd) < 0)
 				r = -1;
@@ -524,22 +768,67 @@ int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, str
 	}
 	close(p[1]);
 	dsec_progress_end(&pg.line);
-	if (finish_copier(&pr, msgfd, "copy into the sandbox failed", err) < 0)
+	if (finish_copier(&pr, msgfd, &io, "copy into the sandbox failed", err) < 0)
 		return -1;
 	if (r < 0 && msg[0])
 		return dsec_err_set(err, EIO, "%s", msg);
 	return r;
 }
 
-int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err)
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)flag, (void)f;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Remove name in dirfd and everything below it, no symbolic link followed, no mount crossed.
+ * 0 or -1. */
+static int remove_tree(int dirfd, const char *name)
+{
+	int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = -1;
+
+	if (cwd < 0)
+		return -1;
+	if (fchdir(dirfd) == 0)
+		r = nftw(name, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	if (fchdir(cwd) < 0)
+		r = -1;
+	close(cwd);
+	return r;
+}
+
+/* After a failed copy out: remove top (in dirfd, shown as shown to the user) when this copy
+ * made it; else, when something was written, say in err what stays. */
+static void undo_out(struct dsec_err *err, int dirfd, const char *top, int existed, uint64_t files,
+		     const char *shown)
+{
+	size_t len = strlen(err->msg);
+	struct stat st;
+
+	if (!existed && fstatat(dirfd, top, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return; /* nothing made */
+	if (!existed && remove_tree(dirfd, top) == 0)
+		return;
+	if (existed && !files)
+		return;
+	snprintf(err->msg + len, sizeof(err->msg) - len,
+		 existed ? "; what was copied so far stays in '%s'"
+			 : "; could not remove the partial copy '%s'",
+		 shown);
+}
+
+int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, uint64_t timeout_us,
+		struct dsec_err *err)
 {
 	struct cp_job j = {.src = src};
 	char sdir[PATH_MAX], sbase[NAME_MAX + 1], dir[PATH_MAX], base[NAME_MAX + 1], msg[768] = "";
+	char shown[PATH_MAX + NAME_MAX + 2] = "";
 	const char *new_top = NULL, *into = NULL;
 	struct dsec_exec_proc pr;
 	struct progress pg;
+	struct cp_pipe io;
 	struct stat st;
-	int p[2], msgfd, slash, r = 0, cwd = -1;
+	int p[2], msgfd, slash, r = 0, cwd = -1, intofd = -1, existed = 1;
 
 	if (la_load(err) < 0)
 		return -1;
@@ -549,6 +838,16 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 	if (strcmp(dst, "-") != 0) {
 		if (split_path(dst, dir, sizeof(dir), base, sizeof(base), &slash) < 0)
 			return dsec_err_set(err, EINVAL, "empty destination path");
+		/* An earlier copy out may have left a symbolic link there, pointing wherever the
+		 * sandbox chose: one to a directory is followed only when the user asks for it
+		 * with a trailing '/'. A link to anything else is replaced, never followed
+		 * (libarchive unlinks it, as any link in the tree). */
+		if (!slash && lstat(dst, &st) == 0 && S_ISLNK(st.st_mode) && stat(dst, &st) == 0 &&
+		    S_ISDIR(st.st_mode))
+			return dsec_err_set(err, ELOOP,
+					    "cp: destination '%s' is a symbolic link: not followed "
+					    "(write '%s/' to copy into the directory it points to)",
+					    dst, dst);
 		if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
 			into = dst;
 			new_top = strcmp(sbase, ".") ? sbase : "."; /* keep the name */
@@ -558,24 +857,41 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 			into = dir;
 			new_top = base;
 		}
+		/* the directory checked, not what its name may lead to later */
+		intofd = open(into, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+					(into == dst && !slash ? O_NOFOLLOW : 0));
+		if (intofd < 0)
+			return dsec_err_sys(err, "'%s'", into);
+		existed = !strcmp(new_top, ".") ||
+			  fstatat(intofd, new_top, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (into == dst && strcmp(new_top, "."))
+			snprintf(shown, sizeof(shown), "%s%s%s", dst,
+				 dst[strlen(dst) - 1] == '/' ? "" : "/", new_top);
+		else
+			snprintf(shown, sizeof(shown), "%s", dst);
 	}
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return dsec_err_sys(err, "pipe");
-	if (start_copier(t, sandbox_pack, &j, p[1], 0, &pr, &msgfd, err) < 0) {
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		r = dsec_err_sys(err, "pipe");
+		goto out;
+	}
+	if (pipe_open(&io, p[0], timeout_us, &pr) < 0)
+		r = dsec_err_sys(err, "pipe");
+	if (r < 0 || start_copier(t, sandbox_pack, &j, p[1], 0, &pr, &msgfd, &io, err) < 0) {
 		close(p[0]);
 		close(p[1]);
-		return -1;
+		r = -1;
+		goto out;
 	}
 	close(p[1]);
 	pg.bytes = pg.files = 0;
 	dsec_progress_start(&pg.line, 1);
 	if (!into) {
-		char buf[65536];
 		ssize_t n;
 
-		while ((n = read(p[0], buf, sizeof(buf))) > 0) {
-			if (write(1, buf, (size_t)n) != n) {
-				r = dsec_err_sys(err, "write to stdout");
+		while ((n = pipe_read(&io, io.buf, sizeof(io.buf))) > 0) {
+			if (out_write(&io, io.buf, (size_t)n) < 0) {
+				if (!io.gave_up)
+					r = dsec_err_sys(err, "write to stdout");
 				break;
 			}
 			progress_add(&pg, (uint64_t)n, 0);
@@ -585,9 +901,9 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 
 		archive_read_support_format_tar(rd);
 		cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (cwd < 0 || chdir(into) < 0)
+		if (cwd < 0 || fchdir(intofd) < 0)
 			r = dsec_err_sys(err, "'%s'", into);
-		else if (archive_read_open_fd(rd, p[0], 65536) != ARCHIVE_OK) {
+		else if (archive_read_open(rd, &io, NULL, la_pipe_read, NULL) != ARCHIVE_OK) {
 			snprintf(msg, sizeof(msg), "read stream: %s", archive_error_string(rd));
 			r = -1;
 		} else if ((r = unpack(rd, w, sbase, new_top, &pg, msg, sizeof(msg))) == 0 &&
@@ -597,19 +913,25 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, st
 		}
 		archive_read_free(rd);
 		archive_write_free(w);
-		if (r == 0)
-			drain(p[0]);
+		if (r == 0) /* the writer's padding after the end-of-archive blocks */
+			while (pipe_read(&io, io.buf, sizeof(io.buf)) > 0)
+				;
 		if (cwd >= 0) {
 			if (fchdir(cwd) < 0)
-				r = -1;
+				r = dsec_err_sys(err, "back to the working directory");
 			close(cwd);
 		}
 	}
 	close(p[0]);
 	dsec_progress_end(&pg.line);
-	if (finish_copier(&pr, msgfd, "copy out of the sandbox failed", err) < 0)
-		return -1;
-	if (r < 0 && msg[0])
-		return dsec_err_set(err, EIO, "%s", msg);
+	if (finish_copier(&pr, msgfd, &io, "copy out of the sandbox failed", err) < 0)
+		r = -1;
+	else if (r < 0 && msg[0])
+		dsec_err_set(err, EIO, "%s", msg);
+	if (r < 0 && into)
+		undo_out(err, intofd, new_top, existed, pg.files, shown);
+out:
+	if (intofd >= 0)
+		close(intofd);
 	return r;
 }

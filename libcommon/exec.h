@@ -212,8 +212,14 @@ long dsec_execrec_run(const struct dsec_execrec_opts *o, int infd, struct dsec_e
  * resolved through the sandbox's symlinks. src "-" (cp_in): a tar stream on standard input,
  * unpacked into the directory dst. dst "-" (cp_out): src as a tar stream on standard output.
  * On the host, cp_out refuses absolute names, "..", links through symlinks, hard links and
- * device nodes from the sandbox, and never restores setuid bits or owners. 0 or -1. */
-int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err);
-int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, struct dsec_err *err);
+ * device nodes from the sandbox, and never restores setuid bits or owners; a dst that is a
+ * symbolic link to a directory is refused unless written with a trailing '/' (a link to
+ * anything else is replaced); a failed cp_out removes what it created. The sandbox side moving
+ * nothing for 30 s (DSEC_CP_STALL_S), or the whole copy taking over timeout_us (0 = no limit),
+ * kills it and fails the copy. 0 or -1. */
+int dsec_cp_in(struct dsec_exec_target *t, const char *src, const char *dst, uint64_t timeout_us,
+	       struct dsec_err *err);
+int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, uint64_t timeout_us,
+		struct dsec_err *err);
 
 #endif

@@ -692,6 +692,100 @@ EOF
 	[ "$(cat "$TESTDIR/host/file")" = secret ]
 }
 
+@test "cp: out, a symbolic link to a directory as the destination is not followed unless it ends in '/'" {
+	local w=$TESTDIR/w v=$TESTDIR/victim
+	mkdir -p "$w" "$v"
+	# a first copy out leaves a link the sandbox chose
+	dsec-exec "$ID" -- ln -s "$v" /out
+	dsec-exec cp "$ID:/out" "$w/res"
+	[ -L "$w/res" ]
+	dsec-exec "$ID" -- sh -c 'rm /out; mkdir /out; echo pwned >/out/authorized_keys'
+	run dsec-exec cp "$ID:/out/." "$w/res"
+	[ "$status" -eq 1 ]
+	[ "$output" = "dsec-exec: error: $ID: cp: destination '$w/res' is a symbolic link: not followed (write '$w/res/' to copy into the directory it points to)" ]
+	run dsec-exec cp "$ID:/out" "$w/res"
+	[ "$status" -eq 1 ]
+	[ -z "$(ls -A "$v")" ]
+	# a link to anything else is replaced, not written through
+	ln -s "$v/file" "$w/flink"
+	dsec-exec cp "$ID:/out/authorized_keys" "$w/flink"
+	[ ! -L "$w/flink" ]
+	[ "$(cat "$w/flink")" = pwned ]
+	[ -z "$(ls -A "$v")" ]
+	# such a link inside the destination directory is replaced, not followed
+	mkdir "$w/d"
+	ln -s "$v" "$w/d/out"
+	dsec-exec cp "$ID:/out" "$w/d"
+	[ ! -L "$w/d/out" ]
+	[ "$(cat "$w/d/out/authorized_keys")" = pwned ]
+	[ -z "$(ls -A "$v")" ]
+	# a trailing '/' asks for the directory the link resolves to
+	dsec-exec cp "$ID:/out/." "$w/res/"
+	[ "$(cat "$v/authorized_keys")" = pwned ]
+}
+
+@test "cp: a copier stopped from inside the sandbox fails the copy at the stall deadline" {
+	local holder p i msg="no progress for 2 s: the sandbox side stopped"
+	dsec-exec "$ID" -- sh -c 'mkdir -p /data/sub; echo a >/data/sub/a; dd if=/dev/zero of=/data/big bs=1M count=32 2>/dev/null'
+	head -c 32M /dev/zero >"$TESTDIR/big"
+	tar -C "$TESTDIR" -cf "$TESTDIR/big.tar" big
+	# stop every dsec process the sandbox sees, over and over
+	dsec-exec "$ID" -- sh -c 'while :; do for p in /proc/[0-9]*; do read -r c <$p/comm 2>/dev/null; case $c in dsec*) kill -STOP ${p#/proc/};; esac; done; done </dev/null >/dev/null 2>&1 &'
+	export DSEC_CP_STALL_S=2
+	SECONDS=0
+	# a copy may end before the loop finds its copier: up to five tries
+	mkdir "$TESTDIR/o2"
+	for i in 1 2 3 4 5; do
+		rm -rf "$TESTDIR/o2/data"
+		run timeout 60 dsec-exec cp "$ID:/data" "$TESTDIR/o2/"
+		echo "try $i: status $status: $output"
+		[ "$status" -eq 0 ] || break
+	done
+	[ "$status" -eq 1 ]
+	[ "$output" = "dsec-exec: error: $ID: cp: $msg" ]
+	[ -z "$(ls -A "$TESTDIR/o2")" ] # what it made is removed
+	for i in 1 2 3 4 5; do
+		rm -rf "$TESTDIR/o3"
+		run timeout 60 dsec-exec cp "$ID:/data" "$TESTDIR/o3"
+		echo "try $i: status $status: $output"
+		[ "$status" -eq 0 ] || break
+	done
+	[ "$status" -eq 1 ]
+	[ ! -e "$TESTDIR/o3" ]
+	for i in 1 2 3 4 5; do
+		run timeout 60 sh -c "dsec-exec cp $ID:/data - >/dev/null"
+		echo "try $i: status $status: $output"
+		[ "$status" -eq 0 ] || break
+	done
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$msg" ]]
+	for i in 1 2 3 4 5; do
+		run timeout 60 dsec-exec cp "$TESTDIR/big" "$ID:/tmp/"
+		echo "try $i: status $status: $output"
+		[ "$status" -eq 0 ] || break
+	done
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$msg" ]]
+	# a stream that pauses keeps its copier waiting long enough to be stopped
+	run timeout 60 sh -c "{ head -c 1M $TESTDIR/big.tar; sleep 1; tail -c +1048577 $TESTDIR/big.tar; } | dsec-exec cp - $ID:/tmp"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$msg" ]]
+	[ "$SECONDS" -lt 60 ]
+	# the loop stops any exec too: killed from the host, with all but the holder
+	holder=$(jq -r .holder.pid "$DSEC_RUN/sandboxes/$ID/sandbox.json")
+	for p in $(cat "$(sb_cgroup)/cgroup.procs"); do
+		[ "$p" = "$holder" ] || kill -9 "$p" 2>/dev/null || true
+	done
+	unset DSEC_CP_STALL_S
+	dsec-exec cp "$TESTDIR/big" "$ID:/tmp/"
+	dsec-exec --timeout 60s cp "$ID:/data" "$TESTDIR/o2/"
+	[ -e "$TESTDIR/o2/data/sub/a" ]
+	# --timeout bounds the whole copy, a standard input that never ends included
+	run timeout 30 sh -c "sleep 3 | dsec-exec --timeout 1s cp - $ID:/tmp"
+	[ "$status" -eq 1 ]
+	[ "$output" = "dsec-exec: error: $ID: cp: timed out after 1 s (--timeout)" ]
+}
+
 @test "the sandbox's own environment; a dead sandbox is an error record, the rest go on" {
 	local id2 pid
 	id2=$(dsec-spawn --image busybox --env SBVAR=fromspawn | jq -r .id)
