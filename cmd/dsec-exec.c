@@ -57,10 +57,12 @@ static const char help[] =
     "  -u, --user U[:G]       run as user U (name or uid, from the sandbox's /etc/passwd)\n"
     "                         and group G, with no capabilities (default: the sandbox's,\n"
     "                         from dsec-spawn --user or its image, else root inside)\n"
-    "      --timeout D        kill the command and everything it started after D (30s, 2m)\n"
-    "  -j, --jobs N           records: run up to N commands at once (default 1)\n"
+    "      --timeout D        kill the command and everything it started after D (30s, 2m;\n"
+    "                         0: never, the default)\n"
+    "  -j, --jobs N           records: run up to N commands at once (1 to 4096, default 1)\n"
     "  -k, --keep-order       records: print them in input order, not as they finish\n"
-    "      --max-output SIZE  records: capture at most SIZE of stdout and of stderr (1M)\n"
+    "      --max-output SIZE  records: capture at most SIZE of stdout and of stderr (1M, at\n"
+    "                         most 1G)\n"
     "      --seccomp FILE     seccomp profile for the commands (default: the built-in one,\n"
     "                         see dsec-seccomp(5))\n"
     "      --journal FILE     records: append every step run to the trajectory journal\n"
@@ -157,7 +159,7 @@ static int relay_setup(int i, int *cmd_fd, struct dsec_err *err)
 	r->file = r->pipe = r->peek = -1;
 	r->off = r->len = 0;
 	if (fstat(i, &st) < 0 || (S_ISCHR(st.st_mode) && major(st.st_rdev) == DSEC_MEM_MAJOR &&
-				   DSEC_MEM_MINOR_PLAIN(minor(st.st_rdev))))
+				  DSEC_MEM_MINOR_PLAIN(minor(st.st_rdev))))
 		return 0; /* closed (the command finds it closed too), or /dev/null and kin */
 	if (S_ISDIR(st.st_mode) || (fcntl(i, F_GETFL) & O_PATH))
 		return 0; /* as it is, for dsec_exec_start to refuse */
@@ -522,6 +524,8 @@ int main(int argc, char **argv)
 			tty = 1;
 			break;
 		case 'e':
+			if (!*optarg || *optarg == '=' || strcspn(optarg, "=") >= 256)
+				dsec_usage_error("-e '%s': want NAME=VALUE or NAME", optarg);
 			envset[nenv++] = optarg;
 			break;
 		case 'w':

@@ -55,6 +55,11 @@ sb_cgroup() {
 	[[ "$output" == *"sb-000000000000: no such sandbox"* ]]
 	run dsec-exec "$ID"
 	[ "$status" -eq 2 ]
+	# an environment setting without a name is a usage error, not a failed start
+	for e in =x ''; do
+		run dsec-exec -e "$e" "$ID" -- true
+		[ "$status" -eq 2 ] || { echo "-e '$e': $status $output"; return 1; }
+	done
 }
 
 @test "foreground: stdin, stdout and stderr pass straight through" {
