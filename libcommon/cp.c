@@ -74,7 +74,8 @@
 	X(archive_write_open)                                                                      \
 	X(archive_write_open_fd)                                                                   \
 	X(archive_write_set_bytes_in_last_block)                                                   \
-	X(archive_write_set_format_pax_restricted)
+	X(archive_write_set_format_pax_restricted)                                                 \
+	X(archive_write_set_options)
 
 #define LA_PTR(f) static __typeof__(f) *la_##f;
 LA_FUNCS(LA_PTR)
@@ -128,6 +129,7 @@ static const struct {
 #define archive_write_open_fd (*la_archive_write_open_fd)
 #define archive_write_set_bytes_in_last_block (*la_archive_write_set_bytes_in_last_block)
 #define archive_write_set_format_pax_restricted (*la_archive_write_set_format_pax_restricted)
+#define archive_write_set_options (*la_archive_write_set_options)
 
 static int la_load(struct dsec_err *err)
 {
@@ -461,6 +463,9 @@ static int pack(const char *path, int fd, struct cp_pipe *cp, struct progress *p
 
 	archive_read_disk_set_symlink_physical(d);
 	archive_write_set_format_pax_restricted(w);
+	/* names go as the bytes they are (pax hdrcharset=BINARY): converting them to UTF-8 by
+	 * the locale failed for every name past ASCII in the C locale, and any name not UTF-8 */
+	archive_write_set_options(w, "hdrcharset=BINARY");
 	/* a file's second and later names go as links, without its data again */
 	if (lr)
 		archive_entry_linkresolver_set_strategy(lr, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED);

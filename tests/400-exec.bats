@@ -677,6 +677,19 @@ EOF
 	[ "$(dsec-exec "$ID" stat -c %s /tmp/big)" = 3145728 ]
 }
 
+@test "cp: names past ASCII (UTF-8 or not) copy both ways as the bytes they are" {
+	mkdir -p "$TESTDIR/in"
+	echo a >"$TESTDIR/in/é.txt"
+	echo b >"$TESTDIR/in/中文"
+	echo c >"$TESTDIR/in/bad-"$'\377'
+	run dsec-exec cp "$TESTDIR/in" "$ID:/tmp/"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	run dsec-exec cp "$ID:/tmp/in" "$TESTDIR/out"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(cat "$TESTDIR/out/é.txt" "$TESTDIR/out/中文" "$TESTDIR/out/bad-"$'\377')" = "$(printf 'a\nb\nc')" ]
+	[ "$(ls "$TESTDIR/out" | wc -l)" -eq 3 ]
+}
+
 @test "cp: a symlink planted in the sandbox never reaches a host file" {
 	mkdir -p "$TESTDIR/host"
 	echo secret >"$TESTDIR/host/file"
