@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <libseccomp.h> /* the system one, see there */
@@ -109,7 +110,14 @@ static const char *const allowed[] = {
     "mq_timedreceive", "mq_notify", "mq_getsetattr"};
 
 /* Socket families a sandbox may open; socket() for any other fails with EPERM. */
-static const int families[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
+static const int families[] = {AF_UNIX, AF_INET, AF_INET6};
+
+/* The netlink protocols a sandbox may open: routing (ip, getifaddrs), socket diagnostics (ss),
+ * audit (login and sudo log through it), netfilter and generic netlink (ethtool, taskstats).
+ * Not NETLINK_KOBJECT_UEVENT: the network namespace of a sandbox belongs to the host's user
+ * namespace, so it would hear every device event of the host. */
+static const int netlink_protocols[] = {NETLINK_ROUTE, NETLINK_SOCK_DIAG, NETLINK_AUDIT,
+					NETLINK_NETFILTER, NETLINK_GENERIC};
 
 /* personality(2) values that turn on nothing unsafe (Docker's list): PER_LINUX, PER_LINUX32,
  * UNAME26 with either, and the 0xffffffff query. */
@@ -321,6 +329,14 @@ static int default_rules(struct build *b, struct dsec_err *err)
 	for (i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
 		a = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint64_t)families[i]);
 		if (add(b, SCMP_ACT_ALLOW, "socket", 1, &a, NULL, err) < 0)
+			return -1;
+	}
+	for (i = 0; i < sizeof(netlink_protocols) / sizeof(netlink_protocols[0]); i++) {
+		struct scmp_arg_cmp nl[2] = {
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint64_t)AF_NETLINK),
+		    SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint64_t)netlink_protocols[i])};
+
+		if (add(b, SCMP_ACT_ALLOW, "socket", 2, nl, NULL, err) < 0)
 			return -1;
 	}
 	return 0;

@@ -19,7 +19,7 @@ setup() {
 teardown() { dsec_teardown; }
 
 # Calls harmless for the host even where nothing filters them.
-CONTROLLED="keyctl add_key bpf perf_event_open unshare-user clone-parent"
+CONTROLLED="keyctl add_key bpf perf_event_open unshare-user clone-parent uevent"
 
 @test "seccomp: calls no sandbox needs fail with EPERM; without the filter they do not" {
 	for c in $CONTROLLED userfaultfd mount setns kexec_load init_module reboot swapon ptrace; do

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/netlink.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -175,7 +176,11 @@ static int do_syscall(const char *name)
 		r = unshare(CLONE_NEWNS);
 	else if (!strcmp(name, "unshare-user"))
 		r = unshare(CLONE_NEWUSER);
-	else if (!strcmp(name, "clone-parent")) { /* a sibling; it exits at once */
+	else if (!strcmp(name, "uevent")) { /* a listener for the kernel's device events */
+		r = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT);
+		if (r >= 0)
+			close((int)r);
+	} else if (!strcmp(name, "clone-parent")) { /* a sibling; it exits at once */
 		r = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
 		if (r == 0)
 			_exit(0);

@@ -1164,6 +1164,34 @@ static void bpf_properties(const struct dsec_seccomp *sc)
 	ok(bad_clone == 0,
 	   "bpf: clone denied exactly when a namespace flag or CLONE_PARENT is set (%d wrong)",
 	   bad_clone);
+	{
+		/* netlink: the protocol (the third argument, read as an int) decides */
+		static const struct {
+			uint64_t proto;
+			uint32_t want;
+		} nl[] = {{0, ALLOW},
+			  {4, ALLOW},
+			  {9, ALLOW},
+			  {12, ALLOW},
+			  {16, ALLOW},
+			  {15, EPERM_RET},
+			  {11, EPERM_RET},
+			  {(1ULL << 32) | 15, EPERM_RET},
+			  {(1ULL << 32) | 0, ALLOW}};
+		int bad_nl = 0;
+
+		for (size_t k = 0; k < sizeof(nl) / sizeof(nl[0]); k++) {
+			struct seccomp_data d = {.nr = SYS_socket,
+						 .arch = X64,
+						 .args = {AF_NETLINK, SOCK_DGRAM, nl[k].proto}};
+
+			bad_nl += run_bpf(p, &d) != nl[k].want;
+		}
+		ok(bad_nl == 0,
+		   "bpf: netlink allowed exactly for route, sock_diag, audit, netfilter, generic "
+		   "(%d wrong)",
+		   bad_nl);
+	}
 	ok(bad_socket == 0, "bpf: socket allowed exactly for unix, inet, inet6, netlink (%d wrong)",
 	   bad_socket);
 	ok(bad_pers == 0, "bpf: personality allowed exactly for the safe values (%d wrong)",
