@@ -670,6 +670,19 @@ static int ping_group(const struct dsec_idmap *m, struct dsec_err *err)
 		return -1;
 	}
 	close(fd);
+	/* root of the sandbox's user namespace holds CAP_NET_BIND_SERVICE there, not in this
+	 * network namespace (the host's user namespace owns it): let every port be bound, as root
+	 * on a host binds 80 */
+	fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start",
+		  O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : dsec_err_sys(err, "open ip_unprivileged_port_start");
+	if (write(fd, "0", 1) != 1) {
+		dsec_err_sys(err, "write ip_unprivileged_port_start");
+		close(fd);
+		return -1;
+	}
+	close(fd);
 	return 0;
 }
 

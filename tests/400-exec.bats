@@ -821,3 +821,11 @@ EOF
 	run dsec-exec "$id2" -- true
 	[ "$status" -eq 125 ]
 }
+
+@test "root inside binds a port below 1024 (the sandbox's netns lets every port be bound)" {
+	run dsec-exec "$ID" -- cat /proc/sys/net/ipv4/ip_unprivileged_port_start
+	[ "$status" -eq 0 ]
+	[ "$output" = 0 ]
+	run dsec-exec "$ID" -- sh -c 'nc -l -p 80 & p=$!; sleep 0.3; netstat -ltn | grep -q ":80 "; r=$?; kill $p; exit $r'
+	[ "$status" -eq 0 ]
+}
