@@ -653,37 +653,41 @@ static int attach(int fd, const char *path, struct dsec_err *err)
 	return 0;
 }
 
-static int ping_group(const struct dsec_idmap *m, struct dsec_err *err)
+/* Write val to /proc/sys/net/ipv4/NAME of the sandbox's own network namespace (absent: 0). */
+static int net_sysctl(const char *name, const char *val, struct dsec_err *err)
 {
-	int fd = open("/proc/sys/net/ipv4/ping_group_range", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	char buf[48];
-	int n;
+	char path[96];
+	size_t n = strlen(val);
+	int fd;
 
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", name);
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : dsec_err_sys(err, "open ping_group_range");
-	n = m->count ? snprintf(buf, sizeof(buf), "%u %u", (unsigned)m->gid,
-				(unsigned)(m->gid + m->count - 1))
-		     : snprintf(buf, sizeof(buf), "0 2147483647");
-	if (write(fd, buf, (size_t)n) != n) {
-		dsec_err_sys(err, "write ping_group_range");
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	/* root of the sandbox's user namespace holds CAP_NET_BIND_SERVICE there, not in this
-	 * network namespace (the host's user namespace owns it): let every port be bound, as root
-	 * on a host binds 80 */
-	fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start",
-		  O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : dsec_err_sys(err, "open ip_unprivileged_port_start");
-	if (write(fd, "0", 1) != 1) {
-		dsec_err_sys(err, "write ip_unprivileged_port_start");
+		return errno == ENOENT ? 0 : dsec_err_sys(err, "open %s", name);
+	if (write(fd, val, n) != (ssize_t)n) {
+		dsec_err_sys(err, "write %s", name);
 		close(fd);
 		return -1;
 	}
 	close(fd);
 	return 0;
+}
+
+/* The sandbox's netns belongs to the host's user namespace, where root inside holds no
+ * capability: let its groups open ping sockets, and every port be bound (root inside keeps
+ * CAP_NET_BIND_SERVICE, which counts only in its own user namespace). */
+static int net_sysctls(const struct dsec_idmap *m, struct dsec_err *err)
+{
+	char buf[48];
+
+	if (m->count)
+		snprintf(buf, sizeof(buf), "%u %u", (unsigned)m->gid,
+			 (unsigned)(m->gid + m->count - 1));
+	else
+		snprintf(buf, sizeof(buf), "0 2147483647");
+	if (net_sysctl("ping_group_range", buf, err) < 0)
+		return -1;
+	return net_sysctl("ip_unprivileged_port_start", "0", err);
 }
 
 static int own(const char *path, const struct dsec_idmap *m, struct dsec_err *err)
@@ -1016,7 +1020,7 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	close(mask);
 	/* ping without CAP_NET_RAW (which no sandbox gets): ICMP datagram sockets for the
 	 * sandbox's own gids, in its own network namespace, before /proc/sys turns read-only */
-	if (spec->loopback && ping_group(&spec->map, err) < 0)
+	if (spec->loopback && net_sysctls(&spec->map, err) < 0)
 		return -1;
 	for (size_t i = 0; i < NELEM(proc_ro); i++)
 		if (bind_ro(proc_ro[i], err) < 0)

@@ -826,6 +826,11 @@ EOF
 	run dsec-exec "$ID" -- cat /proc/sys/net/ipv4/ip_unprivileged_port_start
 	[ "$status" -eq 0 ]
 	[ "$output" = 0 ]
-	run dsec-exec "$ID" -- sh -c 'nc -l -p 80 & p=$!; sleep 0.3; netstat -ltn | grep -q ":80 "; r=$?; kill $p; exit $r'
+	# listening is polled for (up to 5 s), not assumed after a fixed sleep
+	run dsec-exec "$ID" -- sh -c 'nc -l -p 80 & p=$!; r=1
+		for i in $(seq 50); do
+			if netstat -ltn | grep -q ":80 "; then r=0; break; fi
+			kill -0 $p 2>/dev/null || break; sleep 0.1
+		done; kill $p 2>/dev/null; exit $r'
 	[ "$status" -eq 0 ]
 }
