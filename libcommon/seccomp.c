@@ -49,8 +49,8 @@ extern const unsigned dsec_seccomp_builtin_len;
  * the full list and the reasons) kernel modules, kexec, reboot, swap, accounting, clock and time
  * setting (adjtimex and clock_adjtime too, even read-only), mount and the new mount API,
  * pivot_root, chroot, setns, keyrings, bpf, perf_event_open, fanotify_init, userfaultfd,
- * io_uring, open_by_handle_at and name_to_handle_at, quotactl, syslog, vhangup, iopl/ioperm,
- * modify_ldt, NUMA policy, ptrace and its relatives (process_vm_readv/writev, kcmp,
+ * io_uring, Linux AIO (ENOSYS: see default_rules), open_by_handle_at and name_to_handle_at,
+ * quotactl, syslog, vhangup, iopl/ioperm, modify_ldt, NUMA policy, ptrace and its relatives (process_vm_readv/writev, kcmp,
  * pidfd_getfd, process_madvise: a process left behind by one command must not attach to a later
  * command, such as the grader, in the same sandbox), sethostname, lsm_*, and every system call
  * newer than this list. Names libseccomp does not know are skipped (see resolve()). */
@@ -100,8 +100,7 @@ static const char *const allowed[] = {
     /* waiting */
     "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
     "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "futex", "futex_waitv",
-    "futex_wake", "futex_wait", "futex_requeue", "io_setup", "io_destroy", "io_submit", "io_cancel",
-    "io_getevents", "io_pgetevents",
+    "futex_wake", "futex_wait", "futex_requeue",
     /* sockets (socket itself: see default_rules) and System V / POSIX IPC */
     "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername",
     "getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
@@ -304,6 +303,8 @@ static int allow_except32(struct build *b, const char *name, unsigned idx, const
 static int default_rules(struct build *b, struct dsec_err *err)
 {
 	static const uint32_t tty_ex[] = {TIOCSTI, TIOCLINUX};
+	static const char *const aio[] = {"io_setup",  "io_destroy",   "io_submit",
+					  "io_cancel", "io_getevents", "io_pgetevents"};
 	struct scmp_arg_cmp a;
 	size_t i;
 
@@ -316,6 +317,12 @@ static int default_rules(struct build *b, struct dsec_err *err)
 	if (add(b, SCMP_ACT_ALLOW, "clone", 1, &a, NULL, err) < 0 ||
 	    add(b, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, NULL, err) < 0)
 		return -1;
+	/* Linux AIO: every io_setup takes from one host-wide count (fs.aio-max-nr) that binds
+	 * host root too, so one sandbox could leave none for the host's databases and VMs. ENOSYS,
+	 * as from a kernel without it: libaio's users fall back to threads. */
+	for (i = 0; i < sizeof(aio) / sizeof(aio[0]); i++)
+		if (add(b, SCMP_ACT_ERRNO(ENOSYS), aio[i], 0, NULL, NULL, err) < 0)
+			return -1;
 	/* The kernel reads ioctl's command, personality's persona and socket's family as 32-bit:
 	 * compare only those bits, so setting the upper half slips past nothing. TIOCSTI pushes
 	 * input into a terminal another process reads; TIOCLINUX reaches the console. */

@@ -37,6 +37,13 @@ CONTROLLED="keyctl add_key bpf perf_event_open unshare-user clone-parent uevent"
 	[ "$output" = ok ]
 }
 
+@test "seccomp: Linux AIO answers ENOSYS (fs.aio-max-nr is one count for the whole host, root's too)" {
+	run dsec-exec "$ID" probe syscall io_setup
+	[ "$status" -eq 0 ] && [ "$output" = ENOSYS ] || { echo "filtered: $output ($status)"; return 1; }
+	run dsec-exec --seccomp "$TESTDIR/allow.json" "$ID" probe syscall io_setup
+	[ "$status" -eq 0 ] && [ "$output" = ok ] || { echo "unfiltered: $output ($status)"; return 1; }
+}
+
 @test "seccomp: a profile that does not parse is a usage error naming the file" {
 	echo '{"default":"allow","rules":[{"names":["no_such_call"],"action":"errno"}]}' >"$TESTDIR/bad.json"
 	must_fail dsec-exec --seccomp "$TESTDIR/bad.json" "$ID" -- true

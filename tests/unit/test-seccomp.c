@@ -224,6 +224,20 @@ static int p_io_uring_setup(void)
 {
 	return R(syscall(SYS_io_uring_setup, 0, NULL));
 }
+static int p_io_setup(void)
+{
+	unsigned long ctx = 0;
+	int r = R(syscall(SYS_io_setup, 1, &ctx));
+
+	if (r == 0)
+		syscall(SYS_io_destroy, ctx);
+	return r;
+}
+static int p_io_submit(void)
+{
+	/* no such context: EINVAL where the call is let through */
+	return R(syscall(SYS_io_submit, 0UL, 0L, NULL)) == EINVAL ? 0 : errno;
+}
 static int p_io_uring_enter(void)
 {
 	return R(syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0));
@@ -565,6 +579,8 @@ static const struct probe {
 	      DENY(clone_pid),
 	      DENY(clone_user_hi),
 	      {"clone3", p_clone3, ENOSYS},
+	      {"io_setup", p_io_setup, ENOSYS},
+	      {"io_submit", p_io_submit, ENOSYS},
 	      DENY(setns),
 	      DENY(clock_settime),
 	      DENY(settimeofday),
