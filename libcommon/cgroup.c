@@ -13,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* v1: the memory controller's limit on socket buffers, which it counts apart from memory */
+#define TCP_LIMIT_V1 "memory.kmem.tcp.limit_in_bytes"
+
 static const char *const ctrl_name[DSEC_CG_NCTRL] = {"memory", "cpu",     "cpuacct",
 						     "pids",   "freezer", "blkio"};
 
@@ -393,6 +396,10 @@ int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
 			goto fail;
 		/* present only with swap accounting; keeps swap inside the limit */
 		write_str(d, "memory.memsw.limit_in_bytes", val, NULL);
+		/* v1 charges socket buffers to a memory cgroup only once it has a TCP limit, and
+		 * apart from its memory: without one, a sandbox's unread loopback data is the
+		 * node's (net.ipv4.tcp_mem), past its --memory */
+		write_str(d, TCP_LIMIT_V1, val, NULL);
 	}
 	if (l->cpus > 0) {
 		snprintf(val, sizeof(val), "%llu", (unsigned long long)(l->cpus * 100000 + 0.5));
@@ -797,6 +804,7 @@ int dsec_cgroup_set_limits(const struct dsec_sandbox *sb, const struct dsec_limi
 				return -1;
 			if (!up)
 				write_str(d, "memory.memsw.limit_in_bytes", val, NULL);
+			write_str(d, TCP_LIMIT_V1, val, NULL); /* as at create */
 		}
 	}
 	if (!old || old->cpus != l->cpus) {

@@ -1,4 +1,5 @@
 #include "exec.h"
+#include "nofile.h"
 #include "resource.h"
 #include "caps.h"
 #include "cgroup.h"
@@ -16,6 +17,7 @@
 #include <sys/capability.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -518,6 +520,7 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
  * its cgroup); joins the cgroup (v1) and every other namespace of the holder. */
 __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 {
+	static const struct rlimit nofile = {DSEC_NOFILE, DSEC_NOFILE};
 	struct dsec_err err = {0};
 	int i;
 
@@ -550,6 +553,9 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
 	dsec_res_exec_child(&c->t->sb); /* best-effort: SCHED_IDLE, oom_score_adj (resource.h) */
+	/* the sandbox's descriptor limit (nofile.h); refused only when raising a hard limit below
+	 * it without CAP_SYS_RESOURCE, and then the caller's lower one stays */
+	syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &nofile, NULL);
 	for (i = 0; c->procs[i] >= 0; i++)
 		if (write(c->procs[i], "0", 1) < 0) {
 			dsec_err_sys(&err, "%s: join cgroup", c->t->sb.id);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@
 #include "admit.h"
 #include "cgroup.h"
 #include "net.h"
+#include "nofile.h"
 #include "ns.h"
 #include "pool.h"
 #include "resource.h"
@@ -539,6 +541,7 @@ struct child_arg {
  * state file; before that, the death signal takes it with us. */
 static int child_main(void *argp)
 {
+	static const struct rlimit nofile = {DSEC_NOFILE, DSEC_NOFILE};
 	struct child_arg *a = argp;
 	struct dsec_err *err = &a->err;
 	char *argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL, NULL};
@@ -582,6 +585,9 @@ static int child_main(void *argp)
 			(void)0;
 		close(fd);
 	}
+	/* the sandbox's descriptor limit (nofile.h), the holder's and so that of anything it ever
+	 * starts; refused only when raising a lower hard limit of ours, which then stays */
+	setrlimit(RLIMIT_NOFILE, &nofile);
 	if ((tmpfs = dsec_rootfs_setup(a->spec, err)) < 0)
 		goto fail;
 	syscall(SYS_close_range, 0U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);

@@ -53,6 +53,41 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	[[ "$output" =~ policy\ +:\ +0 ]]
 }
 
+@test "resources: every process starts with 1024 descriptors, soft and hard, whatever the caller's" {
+	local mode out
+	spawn_one
+	# the holder (the sandbox's pid 1), started by a caller with many more
+	[ "$(dsec-exec "$ID" sh -c "grep '^Max open files' /proc/1/limits" | awk '{print $4, $5}')" = "1024 1024" ]
+	for mode in 1 0; do
+		# a caller with more (both limits lowered), and one with a lower soft limit (raised)
+		out=$(DSEC_EXEC_FAST=$mode prlimit --nofile=4096:8192 dsec-exec "$ID" sh -c 'ulimit -Sn; ulimit -Hn')
+		[ "$out" = "1024
+1024" ] || { echo "fast=$mode, caller 4096:8192: $out"; return 1; }
+		out=$(DSEC_EXEC_FAST=$mode prlimit --nofile=256:2048 dsec-exec "$ID" sh -c 'ulimit -Sn; ulimit -Hn')
+		[ "$out" = "1024
+1024" ] || { echo "fast=$mode, caller 256:2048: $out"; return 1; }
+		# root inside cannot raise it: the limit binds the whole sandbox
+		run env DSEC_EXEC_FAST=$mode dsec-exec "$ID" sh -c 'ulimit -n 4096'
+		[ "$status" -ne 0 ] || { echo "fast=$mode: raised to 4096"; return 1; }
+	done
+	# records too
+	out=$(printf '{"id":"%s"}\n' "$ID" | prlimit --nofile=4096:8192 dsec-exec -- sh -c 'ulimit -Hn' | jq -r .exec.stdout)
+	[ "$out" = 1024 ] || { echo "record: $out"; return 1; }
+}
+
+@test "resources: socket buffers count against the memory limit (v1: a TCP limit of the same size)" {
+	spawn_one --memory 64M
+	v1 "$ID" || skip "cgroup v2 charges socket buffers to memory.max itself"
+	[ "$(cg_file "$ID" memory memory.kmem.tcp.limit_in_bytes)" = 67108864 ]
+	dsec-exec cp "$PROBE" "$ID:/bin/probe"
+	# unread data on 64 loopback connections: about 240 MiB where nothing charges it
+	run dsec-exec "$ID" probe tcp-fill 0
+	[ "$status" -eq 0 ] && [ "$output" -le 72 ] || { echo "queued: $output MiB ($status)"; return 1; }
+	# a resize moves it with the memory limit
+	dsec-spawn --resize "$ID" --memory 128M >/dev/null
+	[ "$(cg_file "$ID" memory memory.kmem.tcp.limit_in_bytes)" = 134217728 ]
+}
+
 @test "admission: a full node refuses with an error record, room comes back when one goes" {
 	printf 'cpu = 1\ncpu_ratio = 1.5   # 1.5 CPUs of requests\n' >"$DSEC_ROOT/node.conf"
 	spawn_one --cpu-request 1

@@ -11,7 +11,8 @@
  *     subcommand) | ls DIR | procscan (what every other visible process gives away)
  *   watch SECS (count dsec-* processes seen and whose cwd, fd, exe or root opened) | decoy
  *   ioctl tiocsti|tioclinux | serve-unix NAME SECS | serve-tcp PORT SECS | connect-unix NAME
- *   connect-tcp PORT | ipc KEY create|find | shm NAME create|find | alloc MB | forks N
+ *   connect-tcp PORT | tcp-fill SECS (queue unread data on loopback connections, print the
+ *   MiB queued, hold them SECS) | ipc KEY create|find | shm NAME create|find | alloc MB | forks N
  *   fill PATH MB | files DIR N | inotify SECS (open inotify instances until refused, print how
  *   many, hold them SECS) | nsowner PATH (the owner uid of the user namespace at PATH)
  */
@@ -618,6 +619,37 @@ static int do_serve_tcp(int port, int secs)
 	return serve(fd, secs);
 }
 
+/* Queue data nobody reads on up to 64 loopback TCP connections, each written until it takes
+ * no more (non-blocking): print the MiB queued, then hold them SECS. The buffers are socket
+ * memory, charged to the sandbox's memory cgroup where the kernel accounts it. */
+static int do_tcp_fill(int secs)
+{
+	static char buf[65536];
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	long long total = 0;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 64) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&a, &len) < 0)
+		return fail("tcp listener");
+	for (int i = 0; i < 64; i++) {
+		int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ssize_t n;
+
+		if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    accept4(lfd, NULL, NULL, SOCK_CLOEXEC) < 0)
+			break;
+		while ((n = send(c, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+			total += n;
+	}
+	printf("%lld\n", total >> 20);
+	fflush(stdout);
+	sleep((unsigned)secs);
+	return 0;
+}
+
 /* Connect, and read the greeting: "ok" only when the server answered. */
 static int do_connect(int fd, struct sockaddr *a, socklen_t len)
 {
@@ -908,6 +940,8 @@ static int dispatch(int argc, char **argv)
 		return do_serve_unix(argv[2], atoi(argv[3]));
 	else if (!strcmp(c, "serve-tcp") && argc > 3)
 		return do_serve_tcp(atoi(argv[2]), atoi(argv[3]));
+	else if (!strcmp(c, "tcp-fill") && argc > 2)
+		return do_tcp_fill(atoi(argv[2]));
 	else if (!strcmp(c, "connect-unix") && argc > 2) {
 		struct sockaddr_un a;
 		socklen_t len = unix_addr(&a, argv[2]);

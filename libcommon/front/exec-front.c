@@ -44,6 +44,7 @@
 #include "../exec-domain.h"
 #include "../exec-guard.h"
 #include "../exec-stdio.h"
+#include "../nofile.h"
 
 /* ---- system calls ---- */
 
@@ -113,6 +114,7 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 #define SIG_SETMASK_ 2
 #define SIG_BLOCK_ 0
 #define SCHED_IDLE_ 5
+#define RLIMIT_NOFILE_ 7
 #define POLLIN_ 1
 #define EBUSY_ 16
 #define CLOCK_MONOTONIC_ 1
@@ -1352,6 +1354,7 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	struct sock_fprog prog = {(unsigned short)dsec_seccomp_builtin_len,
 				  (struct sock_filter *)dsec_seccomp_builtin};
 	unsigned long long none = 0;
+	static const unsigned long long nofile[2] = {DSEC_NOFILE, DSEC_NOFILE};
 
 	S5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* a session of its own (exec.c: child_enter): kill(0) inside reaches no other command */
@@ -1366,6 +1369,8 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 			sys_close(fd);
 		}
 	}
+	/* the sandbox's descriptor limit (nofile.h; exec.c: child_enter) */
+	S4(__NR_prlimit64, 0, RLIMIT_NOFILE_, nofile, 0);
 	for (int c = 0; st.cgver == 1 && c < NCG; c++) {
 		int fd;
 
