@@ -66,6 +66,7 @@ struct exec_ctx {
 	int low;                      /* > 0: the child shares our fd table and first unshares
 				       * only the fds below low (see slots_place) */
 	int guard;                    /* the child's setup timer (guard_arm), -1 none */
+	int pts;                      /* tty: the pty's peer (open_tty) */
 	int vm;                       /* the child shares our memory, and we wait for its exec */
 	volatile int reached;         /* set by such a child at its execve */
 };
@@ -184,8 +185,9 @@ void dsec_exec_target_close(struct dsec_exec_target *t)
 
 /* ---- in the children: async-signal-safe code only from here to start() ---- */
 
-static void send_msg(int sock, int kind, int stage, pid_t pid, const struct dsec_err *err, int fd)
+static int send_msg(int sock, int kind, int stage, pid_t pid, const struct dsec_err *err, int fd)
 {
+	ssize_t r;
 	struct exec_msg m;
 	struct iovec iov = {&m, sizeof(m)};
 	char cbuf[CMSG_SPACE(sizeof(int))];
@@ -209,8 +211,10 @@ static void send_msg(int sock, int kind, int stage, pid_t pid, const struct dsec
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	}
-	while (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
+	do
+		r = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -1 : 0;
 }
 
 __attribute__((noreturn)) static void child_fail(struct exec_ctx *c, int stage,
@@ -298,26 +302,45 @@ static int open_ptmx(void)
 	return -1;
 }
 
-static int setup_tty(struct exec_ctx *c, struct dsec_err *err)
+/* The pty, made in the sandbox's mount namespace while we are still the host's root: its master
+ * goes to the caller from here, not from inside the user namespace, where the kernel would
+ * count the descriptor in flight against the host uid every sandbox's root shares (any one of
+ * them holding its limit's worth in flight would refuse ours with ETOOMANYREFS). The peer is
+ * given to root inside, as if opened there. Sets c->pts. */
+static int open_tty(struct exec_ctx *c, struct dsec_err *err)
 {
-	int ptm = open_ptmx(), pts, i;
+	int ptm, pts;
 
+	if ((c->t->nsflags & CLONE_NEWNS) && setns(c->pidfd, CLONE_NEWNS) < 0)
+		return dsec_err_sys(err, "%s: setns mount namespace", c->t->sb.id);
+	ptm = open_ptmx();
 	if (ptm < 0)
 		return dsec_err_sys(err, "open the sandbox's /dev/pts/ptmx");
 	pts = ioctl(ptm, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (pts < 0)
 		return dsec_err_sys(err, "open the pty peer");
+	if (c->t->sb.userns && fchown(pts, c->t->sb.uid_base, c->t->sb.gid_base) < 0)
+		return dsec_err_sys(err, "give the pty to the sandbox's root");
 	if (c->s->ws.ws_row && ioctl(pts, TIOCSWINSZ, &c->s->ws) < 0)
 		return dsec_err_sys(err, "set the window size");
-	send_msg(c->sock, MSG_PTY, 0, 0, NULL, ptm);
+	if (send_msg(c->sock, MSG_PTY, 0, 0, NULL, ptm) < 0)
+		return dsec_err_sys(err, "pass the pty to dsec-exec");
 	close(ptm);
-	if (ioctl(pts, TIOCSCTTY, 0) < 0) /* a session leader already (child_enter) */
+	c->pts = pts;
+	return 0;
+}
+
+static int setup_tty(struct exec_ctx *c, struct dsec_err *err)
+{
+	int i;
+
+	if (ioctl(c->pts, TIOCSCTTY, 0) < 0) /* a session leader already (child_enter) */
 		return dsec_err_sys(err, "make the pty the controlling terminal");
 	for (i = 0; i < 3; i++)
-		if (dup2(pts, i) < 0)
+		if (dup2(c->pts, i) < 0)
 			return dsec_err_sys(err, "dup2 pty");
-	if (pts > 2)
-		close(pts);
+	if (c->pts > 2)
+		close(c->pts);
 	return 0;
 }
 
@@ -561,7 +584,9 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 			dsec_err_sys(&err, "%s: join cgroup", c->t->sb.id);
 			child_fail(c, DSEC_EXEC_FAILED, &err);
 		}
-	if (setns(c->pidfd, c->t->nsflags & ~CLONE_NEWPID) < 0) {
+	if (c->s->tty && open_tty(c, &err) < 0)
+		child_fail(c, DSEC_EXEC_FAILED, &err);
+	if (setns(c->pidfd, c->t->nsflags & ~(CLONE_NEWPID | (c->s->tty ? CLONE_NEWNS : 0))) < 0) {
 		dsec_err_sys(&err, "%s: setns", c->t->sb.id);
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
@@ -880,7 +905,8 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 			     .s = spec,
 			     .fd = {spec->fd[0], spec->fd[1], spec->fd[2]},
 			     .pidfd = t->pidfd,
-			     .guard = -1};
+			     .guard = -1,
+			     .pts = -1};
 	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
 	struct exec_msg m, got = {0};
 	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0;

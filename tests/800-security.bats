@@ -391,6 +391,21 @@ rec() {
 	wait
 }
 
+@test "descriptors in flight: one sandbox holding all it may leaves dsec-exec -t working in another" {
+	local B out
+	B=$(spawn_probe)
+	# the kernel counts them per host uid, which every sandbox's root shares
+	dsec-exec "$ID" probe inflight 8 >"$TESTDIR/a" &
+	for _ in $(seq 50); do [ -s "$TESTDIR/a" ] && break; sleep 0.1; done
+	[[ "$(cat "$TESTDIR/a")" == *" ETOOMANYREFS" ]] || { echo "A: $(cat "$TESTDIR/a")"; return 1; }
+	out=$(script -qec "dsec-exec -t $B sh -c 'tty; echo status \$?'" /dev/null </dev/null)
+	[[ "$out" == *"/dev/pts/"*"status 0"* ]] || { echo "-t in B: $out"; return 1; }
+	# the pty is root's inside, as if opened there
+	out=$(script -qec "dsec-exec -t $B sh -c 'stat -c %u:%g \$(tty)'" /dev/null </dev/null)
+	[[ "$out" == *"0:0"* ]] || { echo "owner: $out"; return 1; }
+	wait
+}
+
 @test "outgrow: memory, pids, disk bytes and inodes stop at the limits; the host and another sandbox carry on" {
 	local S B
 	S=$(spawn_probe --memory 32M --pids 32 --disk 16M)

@@ -12,7 +12,8 @@
  *   watch SECS (count dsec-* processes seen and whose cwd, fd, exe or root opened) | decoy
  *   ioctl tiocsti|tioclinux | serve-unix NAME SECS | serve-tcp PORT SECS | connect-unix NAME
  *   connect-tcp PORT | tcp-fill SECS (queue unread data on loopback connections, print the
- *   MiB queued, hold them SECS) | ipc KEY create|find | shm NAME create|find | alloc MB | forks N
+ *   MiB queued, hold them SECS) | inflight SECS (descriptors in flight over a unix socket
+ *   until refused, print how many, hold them SECS) | ipc KEY create|find | shm NAME create|find | alloc MB | forks N
  *   fill PATH MB | files DIR N | inotify SECS (open inotify instances until refused, print how
  *   many, hold them SECS) | nsowner PATH (the owner uid of the user namespace at PATH)
  */
@@ -650,6 +651,40 @@ static int do_tcp_fill(int secs)
 	return 0;
 }
 
+/* Put descriptors in flight over a unix socket nobody reads, 250 a message, until the kernel
+ * refuses: print how many and why, then hold them SECS. The kernel counts them per host uid. */
+static int do_inflight(int secs)
+{
+	int sv[2], fds[250];
+	long n = 0;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return fail("socketpair");
+	for (int i = 0; i < 250; i++)
+		fds[i] = sv[0];
+	for (;;) {
+		char cbuf[CMSG_SPACE(sizeof(fds))], b = 0;
+		struct iovec iov = {&b, 1};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(fds));
+		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+		if (sendmsg(sv[0], &mh, MSG_DONTWAIT) < 0)
+			break;
+		n += 250;
+	}
+	printf("%ld %s\n", n, ename(errno));
+	fflush(stdout);
+	sleep((unsigned)secs);
+	return 0;
+}
+
 /* Connect, and read the greeting: "ok" only when the server answered. */
 static int do_connect(int fd, struct sockaddr *a, socklen_t len)
 {
@@ -940,6 +975,8 @@ static int dispatch(int argc, char **argv)
 		return do_serve_unix(argv[2], atoi(argv[3]));
 	else if (!strcmp(c, "serve-tcp") && argc > 3)
 		return do_serve_tcp(atoi(argv[2]), atoi(argv[3]));
+	else if (!strcmp(c, "inflight") && argc > 2)
+		return do_inflight(atoi(argv[2]));
 	else if (!strcmp(c, "tcp-fill") && argc > 2)
 		return do_tcp_fill(atoi(argv[2]));
 	else if (!strcmp(c, "connect-unix") && argc > 2) {
