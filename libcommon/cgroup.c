@@ -865,6 +865,75 @@ int dsec_cgroup_frozen(const struct dsec_sandbox *sb)
 	return strncmp(buf, "THAWED", 6) != 0;
 }
 
+/* A pause made by a tool (dsec-layer commit) is marked in the sandbox's state dir with the
+ * tool's pid and start time, from before the freeze to after the thaw: a tool killed in between
+ * leaves the mark, and whoever finds its owner gone thaws the sandbox. */
+#define PAUSE_MARK "tool-paused"
+
+static void mark_path(const struct dsec_sandbox *sb, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s/" PAUSE_MARK, sb->dir);
+}
+
+int dsec_cgroup_pause_stale(const struct dsec_sandbox *sb)
+{
+	char path[PATH_MAX], buf[64];
+	unsigned long long start;
+	ssize_t n;
+	int pid, fd;
+
+	mark_path(sb, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (sscanf(buf, "%d %llu", &pid, &start) != 2 || pid <= 0)
+		return 1;
+	return dsec_proc_start_time(pid) != start;
+}
+
+int dsec_cgroup_pause(const struct dsec_sandbox *sb, int on, struct dsec_err *err)
+{
+	char path[PATH_MAX], buf[64];
+	int n;
+
+	mark_path(sb, path, sizeof(path));
+	if (!on) {
+		if (dsec_cgroup_freeze(sb, 0, err) < 0)
+			return -1;
+		unlink(path);
+		return 0;
+	}
+	n = snprintf(buf, sizeof(buf), "%d %llu\n", (int)getpid(), dsec_proc_start_time(0));
+	if (dsec_write_atomic(AT_FDCWD, path, buf, (size_t)n, 0600, 0, err) < 0)
+		return -1;
+	if (dsec_cgroup_frozen(sb) == 1) /* a pause of a killed tool, taken over */
+		return 0;
+	if (dsec_cgroup_freeze(sb, 1, err) < 0) {
+		dsec_cgroup_freeze(sb, 0, NULL);
+		unlink(path);
+		return -1;
+	}
+	return 0;
+}
+
+void dsec_cgroup_pause_drop(const struct dsec_sandbox *sb)
+{
+	char path[PATH_MAX];
+
+	mark_path(sb, path, sizeof(path));
+	unlink(path);
+}
+
+int dsec_cgroup_pause_orphan(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	if (!dsec_cgroup_pause_stale(sb))
+		return 0;
+	return dsec_cgroup_pause(sb, 0, err) < 0 ? -1 : 1;
+}
+
 int dsec_cgroup_freeze(const struct dsec_sandbox *sb, int frozen, struct dsec_err *err)
 {
 	const char *d = freeze_dir(sb);

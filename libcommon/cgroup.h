@@ -82,6 +82,21 @@ int dsec_cgroup_freeze(const struct dsec_sandbox *sb, int frozen, struct dsec_er
 /* Is the sandbox frozen (or freezing)? 1, 0, or -1 when there is no freezer to ask. */
 int dsec_cgroup_frozen(const struct dsec_sandbox *sb);
 
+/* A tool's pause (dsec-layer commit): on, mark the sandbox's state dir with our pid and start
+ * time, then freeze (a sandbox still frozen by a killed tool is taken over as it is); off, thaw
+ * and drop the mark. 0 or -1. */
+int dsec_cgroup_pause(const struct dsec_sandbox *sb, int on, struct dsec_err *err);
+
+/* Is there a pause mark whose tool is gone? 1 or 0. */
+int dsec_cgroup_pause_stale(const struct dsec_sandbox *sb);
+
+/* Forget a tool's pause mark: the user paused or resumed the sandbox, which is theirs now. */
+void dsec_cgroup_pause_drop(const struct dsec_sandbox *sb);
+
+/* Thaw a sandbox a killed tool left paused and drop its mark (dsec-reap --orphans). 1 done,
+ * 0 nothing to do, -1 error. */
+int dsec_cgroup_pause_orphan(const struct dsec_sandbox *sb, struct dsec_err *err);
+
 /* Usage of the sandbox's cgroup. Fields that cannot be read are 0. 0 or -1. */
 int dsec_cgroup_stats(const struct dsec_sandbox *sb, struct dsec_cgroup_stats *st,
 		      struct dsec_err *err);

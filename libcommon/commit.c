@@ -62,7 +62,7 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 	struct got g = {""};
 	const char *refs[DSEC_MAX_LAYERS + 1];
 	uint64_t t0 = dsec_now_us();
-	int ufd = -1, paused = 0, rc = -1;
+	int ufd = -1, paused = 0, frozen, rc = -1;
 	json_t *img = NULL, *cfg, *clean;
 	int r;
 
@@ -87,9 +87,11 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 	}
 	u.hostname = sb.hostname;
 	u.resolv = sb.net == DSEC_NET_HOST ? dsec_host_resolv() : NULL;
-	/* one consistent state: nothing in the sandbox writes while it is read */
-	if (dsec_cgroup_frozen(&sb) == 0) {
-		if (dsec_cgroup_freeze(&sb, 1, err) < 0)
+	/* one consistent state: nothing in the sandbox writes while it is read; paused by a
+	 * commit that died, it is ours to resume */
+	frozen = dsec_cgroup_frozen(&sb);
+	if (frozen == 0 || (frozen == 1 && dsec_cgroup_pause_stale(&sb))) {
+		if (dsec_cgroup_pause(&sb, 1, err) < 0)
 			goto out;
 		paused = 1;
 	}
@@ -99,7 +101,7 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 	o.progress = isatty(STDERR_FILENO) && dsec_verbose >= 0;
 	o.name = image ? image : id;
 	rc = dsec_tar_upper_import(p, &o, ufd, &u, got_layer, &g, err);
-	if (paused && dsec_cgroup_freeze(&sb, 0, rc < 0 ? NULL : err) < 0)
+	if (paused && dsec_cgroup_pause(&sb, 0, rc < 0 ? NULL : err) < 0)
 		rc = -1;
 	if (rc < 0)
 		goto out;

@@ -1181,8 +1181,10 @@ static int orphan_state(const char *id, void *ctx)
 	orphan = !dsec_sandbox_alive(&sb) || state_pending(o->p, id);
 	if (!orphan) {
 		orphan_note_cgroup(o, &sb);
-		/* a live sandbox: what a killed dsec-exec left running in it */
-		if (dsec_cgroup_exec_orphans(&sb, &e) < 0) {
+		/* a live sandbox: what a killed dsec-exec left running in it, the pause of a killed
+		 * dsec-layer commit */
+		if (dsec_cgroup_exec_orphans(&sb, &e) < 0 ||
+		    dsec_cgroup_pause_orphan(&sb, &e) < 0) {
 			*o->err = e;
 			o->failed = 1;
 		}

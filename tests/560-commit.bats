@@ -114,6 +114,41 @@ tree_of() {
 	[[ "$output" == *"192.0.2.7 db"* ]] && [[ "$output" != *127.0.1.1* ]] || { echo "$output"; return 1; }
 }
 
+# commit_killed NAME: start committing $ID as NAME, kill -9 the commit once the sandbox shows
+# paused (or after 5 s)
+commit_killed() {
+	local pid i
+	dsec-layer commit --name "$1" "$ID" >/dev/null 2>&1 &
+	pid=$!
+	for i in $(seq 100); do
+		[ "$(dsec-ps "$ID" | jq -r .state)" = paused ] && break
+		sleep 0.05
+	done
+	kill -9 "$pid"
+	wait "$pid" || true
+}
+
+@test "commit: kill -9 while the sandbox is paused for it; --orphans resumes it, not a pause of the user's" {
+	spawn_one
+	dsec-exec "$ID" -- sh -c 'yes 0123456789abcdef | head -c 209715200 >/data'
+	commit_killed killed
+	[ "$(dsec-ps "$ID" | jq -r .state)" = paused ] || skip "the commit finished before the kill"
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	json_is "$(dsec-ps "$ID")" .state running
+	# the next commit (and the one after) pauses and resumes as usual
+	run dsec-layer commit --name again "$ID"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	json_is "$(dsec-ps "$ID")" .state running
+	# a commit killed again, then paused by the user: that pause stays
+	commit_killed killed2
+	dsec-reap --resume "$ID" >/dev/null
+	dsec-reap --pause "$ID" >/dev/null
+	dsec-reap --orphans >/dev/null
+	json_is "$(dsec-ps "$ID")" .state paused
+	dsec-reap --resume "$ID" >/dev/null
+}
+
 @test "commit: a paused sandbox stays paused; bad input is a clear error" {
 	spawn_one
 	dsec-reap --pause "$ID" >/dev/null
