@@ -235,9 +235,25 @@ static void progress_add(struct progress *pg, uint64_t bytes, int files)
 /* Copy entries from reader r to disk writer w, renaming the top component old → new_top (none
  * when new_top is NULL). Only regular files, directories and symbolic links pass; hard links
  * and device nodes are skipped. 0 or -1 with msg. */
+/* A regular file is written under a temporary name next to its own, ".dsec-cp-PID-NAME", and
+ * renamed into place once whole: a copy killed half-way (kill -9 of dsec-exec) leaves no
+ * truncated file under the name, only that temporary one. *tmp gets it ("" if the name is too
+ * long for one: then the file is written in place). */
+static void tmp_name(const char *path, char *tmp, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+
+	if (snprintf(tmp, n, "%.*s.dsec-cp-%d-%s", (int)dl, path, (int)getpid(), path + dl) >=
+		(int)n ||
+	    strlen(path + dl) + 24 > NAME_MAX)
+		tmp[0] = '\0';
+}
+
 static int unpack(struct archive *r, struct archive *w, const char *old, const char *new_top,
 		  struct progress *pg, char *msg, size_t mn)
 {
+	char name[PATH_MAX], tmp[PATH_MAX] = "";
 	struct archive_entry *e;
 	int rc;
 
@@ -254,29 +270,37 @@ static int unpack(struct archive *r, struct archive *w, const char *old, const c
 				 archive_entry_pathname(e));
 			return -1;
 		}
+		snprintf(name, sizeof(name), "%s", archive_entry_pathname(e));
+		tmp[0] = '\0';
+		if (t == AE_IFREG)
+			tmp_name(name, tmp, sizeof(tmp));
+		if (tmp[0])
+			archive_entry_set_pathname(e, tmp);
 		archive_entry_set_mode(e, archive_entry_mode(e) & ~(mode_t)(S_ISUID | S_ISGID));
 		if (archive_write_header(w, e) != ARCHIVE_OK) {
-			snprintf(msg, mn, "'%s': %s", archive_entry_pathname(e),
-				 archive_error_string(w));
-			return -1;
+			snprintf(msg, mn, "'%s': %s", name, archive_error_string(w));
+			goto fail;
 		}
 		progress_add(pg, 0, 1);
 		while ((rc = archive_read_data_block(r, &buf, &size, &off)) == ARCHIVE_OK) {
 			if (archive_write_data_block(w, buf, size, off) != ARCHIVE_OK) {
-				snprintf(msg, mn, "'%s': %s", archive_entry_pathname(e),
-					 archive_error_string(w));
-				return -1;
+				snprintf(msg, mn, "'%s': %s", name, archive_error_string(w));
+				goto fail;
 			}
 			progress_add(pg, size, 0);
 		}
 		if (rc != ARCHIVE_EOF) {
 			snprintf(msg, mn, "read stream: %s", archive_error_string(r));
-			return -1;
+			goto fail;
 		}
 		if (archive_write_finish_entry(w) != ARCHIVE_OK) {
-			snprintf(msg, mn, "'%s': %s", archive_entry_pathname(e),
-				 archive_error_string(w));
-			return -1;
+			snprintf(msg, mn, "'%s': %s", name, archive_error_string(w));
+			goto fail;
+		}
+		/* whatever stood at the name goes, as libarchive's unlink would have had it */
+		if (tmp[0] && rename(tmp, name) < 0) {
+			snprintf(msg, mn, "'%s': %s", name, strerror(errno));
+			goto fail;
 		}
 	}
 	if (rc != ARCHIVE_EOF) {
@@ -284,6 +308,12 @@ static int unpack(struct archive *r, struct archive *w, const char *old, const c
 		return -1;
 	}
 	return 0;
+fail:
+	if (tmp[0]) {
+		archive_write_finish_entry(w); /* closes the file before it goes */
+		unlink(tmp);
+	}
+	return -1;
 }
 
 static struct archive *disk_writer(void)

@@ -742,6 +742,33 @@ EOF
 	[ "$(cat "$v/authorized_keys")" = pwned ]
 }
 
+@test "cp: a copy killed half-way leaves no truncated file under the name, a failed one nothing" {
+	local pid w
+	head -c 8M /dev/urandom >"$TESTDIR/f"
+	tar -C "$TESTDIR" -cf "$TESTDIR/f.tar" f
+	mkfifo "$TESTDIR/fifo"
+	dsec-exec cp - "$ID:/tmp" <"$TESTDIR/fifo" &
+	pid=$!
+	exec {w}>"$TESTDIR/fifo"
+	head -c 4M "$TESTDIR/f.tar" >&"$w"
+	sleep 0.5
+	kill -9 "$pid"
+	wait "$pid" || true
+	exec {w}>&-
+	run dsec-exec "$ID" ls -A /tmp
+	[[ "$output" != *f* || "$output" == *".dsec-cp-"*"-f"* ]] || { echo "left: $output"; return 1; }
+	[[ "$(dsec-exec "$ID" sh -c 'ls -A /tmp | grep -x f')" == "" ]] || { echo "truncated f"; return 1; }
+	# a stream that breaks off: an error, and nothing of it stays
+	dsec-exec "$ID" mkdir /srv
+	run sh -c "head -c 4M '$TESTDIR/f.tar' | dsec-exec cp - '$ID:/srv'"
+	[ "$status" -eq 1 ] || { echo "broken stream: $output ($status)"; return 1; }
+	[ -z "$(dsec-exec "$ID" ls -A /srv)" ] || { echo "left in /srv: $(dsec-exec "$ID" ls -A /srv)"; return 1; }
+	# whole, it is there under its name, and only it
+	dsec-exec cp - "$ID:/srv" <"$TESTDIR/f.tar"
+	[ "$(dsec-exec "$ID" ls -A /srv)" = f ]
+	[ "$(dsec-exec "$ID" md5sum /srv/f | cut -d' ' -f1)" = "$(md5sum <"$TESTDIR/f" | cut -d' ' -f1)" ]
+}
+
 @test "cp: a copier stopped from inside the sandbox fails the copy at the stall deadline" {
 	local holder p i msg="no progress for 2 s: the sandbox side stopped"
 	dsec-exec "$ID" -- sh -c 'mkdir -p /data/sub; echo a >/data/sub/a; dd if=/dev/zero of=/data/big bs=1M count=32 2>/dev/null'
