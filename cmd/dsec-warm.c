@@ -55,6 +55,7 @@ static const char usage[] =
     "      --wait[=D]        wait for another run on this pool instead of exiting, and for\n"
     "                        room on the node when it is full (at most D, e.g. 30s)\n"
     "      --drain           reap every ready sandbox of the pool and remove the pool\n"
+    "                        (after the run at work on it, if any: --wait=D bounds that)\n"
     "      --list            print a record per pool of the run dir and exit\n"
     "  -j, --jobs N          create N sandboxes at a time (1 to 256, default 4)\n"
     "      --root DIR        layer store (default $DSEC_ROOT or /var/lib/dsec)\n"
@@ -457,10 +458,20 @@ int main(int argc, char **argv)
 	}
 	if (dsec_pool_save(&pool, &err) < 0)
 		dsec_fatal(&err);
-	plock = dsec_pool_lock(&pool, wait, &err);
+	/* a drain waits for a run at work on the pool (it would leave it full otherwise), for
+	 * good unless --wait=D says how long */
+	plock = dsec_pool_lock(&pool, wait ? wait_us : drain_opt ? UINT64_MAX : 0, &err);
+	if (plock < 0 && err.errnum == EWOULDBLOCK && drain_opt) {
+		dsec_err_print(&err); /* --wait=D ran out: the pool stays */
+		return dsec_cli_exit(DSEC_EXIT_FAILED);
+	}
 	if (plock < 0) {
 		if (err.errnum == EWOULDBLOCK) {
-			dsec_infox("%s: another dsec-warm is at work on this pool", pool.key);
+			if (wait)
+				dsec_warnx("%s: gave up waiting", err.msg);
+			else
+				dsec_infox("%s: another dsec-warm is at work on this pool",
+					   pool.key);
 			return dsec_cli_exit(DSEC_EXIT_OK);
 		}
 		dsec_fatal(&err);

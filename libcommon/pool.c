@@ -184,12 +184,13 @@ int dsec_pool_load(const struct dsec_paths *p, const char *key, struct dsec_pool
 	return 0;
 }
 
-int dsec_pool_lock(const struct dsec_pool *pool, int wait, struct dsec_err *err)
+int dsec_pool_lock(const struct dsec_pool *pool, uint64_t wait_us, struct dsec_err *err)
 {
-	char path[PATH_MAX + 16];
+	char path[PATH_MAX + 16], what[300];
 
 	snprintf(path, sizeof(path), "%s/lock", pool->dir);
-	return dsec_lock(path, 1, wait, err);
+	snprintf(what, sizeof(what), "pool %s (another dsec-warm at work on it)", pool->key);
+	return dsec_lock_until(path, 1, wait_us, what, err);
 }
 
 int dsec_pool_ready(const struct dsec_pool *pool, struct dsec_pool_entry **out, size_t *n,

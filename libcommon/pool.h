@@ -79,9 +79,10 @@ int dsec_pool_save(const struct dsec_pool *pool, struct dsec_err *err);
 int dsec_pool_load(const struct dsec_paths *p, const char *key, struct dsec_pool *pool,
 		   struct dsec_err *err);
 
-/* Take the pool's lock exclusive. wait: block; else -1 with errnum EWOULDBLOCK when another
- * run holds it. Returns the fd (close to release). */
-int dsec_pool_lock(const struct dsec_pool *pool, int wait, struct dsec_err *err);
+/* Take the pool's lock exclusive, waiting at most wait_us for another run holding it (0: not
+ * at all; UINT64_MAX: for good; past a second it says so on stderr): -1 with errnum
+ * EWOULDBLOCK when the wait runs out. Returns the fd (close to release). */
+int dsec_pool_lock(const struct dsec_pool *pool, uint64_t wait_us, struct dsec_err *err);
 
 /* A ready entry: id and creation time (wall µs, from the entry's mtime). */
 struct dsec_pool_entry {

@@ -466,7 +466,10 @@ int dsec_run_lock(const struct dsec_paths *p, int exclusive, struct dsec_err *er
 	if (dsec_mkdir_p(p->run, 0755, err) < 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/lock", p->run);
-	return dsec_lock(path, exclusive, 1, err);
+	/* exclusive (dsec-reap --orphans, --all): every spawn and warm run goes first, one
+	 * stopped half-way holds us up until it goes on, and we say so */
+	return exclusive ? dsec_lock_until(path, 1, UINT64_MAX, "the run dir's lock", err)
+			 : dsec_lock(path, 0, 1, err);
 }
 
 /* The holder binary: $DSEC_HOLDER, else dsec-holder next to this tool (installed in libexec,

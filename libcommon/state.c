@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -241,6 +242,88 @@ int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err)
 		return -1;
 	}
 	return fd;
+}
+
+/* Who holds the flock on fd, for a message: "pid 123 (dsec-spawn, stopped)" and so on, from
+ * /proc/locks; "" when nothing is found. */
+static void lock_holders(int fd, char *out, size_t n)
+{
+	char line[256], comm[64], path[64], st[512];
+	struct stat sb;
+	size_t len = 0;
+	FILE *f;
+
+	out[0] = '\0';
+	if (fstat(fd, &sb) < 0 || !(f = fopen("/proc/locks", "re")))
+		return;
+	while (fgets(line, sizeof(line), f) && len + 80 < n) {
+		unsigned maj, min;
+		unsigned long ino;
+		char type[16], *p;
+		int pid;
+
+		if (strstr(line, "->") ||
+		    sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%lu", type, &pid, &maj, &min, &ino) !=
+			5 ||
+		    strcmp(type, "FLOCK") || maj != major(sb.st_dev) || min != minor(sb.st_dev) ||
+		    ino != (unsigned long)sb.st_ino || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		if (dsec_read_proc(path, comm, sizeof(comm)) <= 0)
+			snprintf(comm, sizeof(comm), "?");
+		comm[strcspn(comm, "\n")] = '\0';
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		p = dsec_read_proc(path, st, sizeof(st)) > 0 ? strrchr(st, ')') : NULL;
+		len += (size_t)snprintf(out + len, n - len, "%spid %d (%s%s)", len ? ", " : "", pid,
+					comm, p && (p[2] == 'T' || p[2] == 't') ? ", stopped" : "");
+	}
+	fclose(f);
+}
+
+int dsec_lock_until(const char *path, int exclusive, uint64_t wait_us, const char *what,
+		    struct dsec_err *err)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int op = (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB, said = 0, e = 0;
+	uint64_t t0 = dsec_now_us(), waited;
+
+	if (fd < 0)
+		return dsec_err_sys(err, "open lock '%s'", path);
+	for (;;) {
+		char who[400];
+
+		if (flock(fd, op) == 0)
+			return fd;
+		if ((e = errno) == EINTR)
+			continue;
+		waited = dsec_now_us() - t0;
+		if (e != EWOULDBLOCK || waited >= wait_us)
+			break;
+		if (!said && waited >= 1000000) {
+			lock_holders(fd, who, sizeof(who));
+			if (what)
+				dsec_warnx("waiting for %s%s%s", what, who[0] ? ", held by " : "",
+					   who);
+			said = 1;
+			/* said so: a wait without end blocks in the kernel from here */
+			if (wait_us == UINT64_MAX)
+				op &= ~LOCK_NB;
+		}
+		if (op & LOCK_NB)
+			poll(NULL, 0, 20);
+	}
+	if (e == EWOULDBLOCK) {
+		char who[400];
+
+		lock_holders(fd, who, sizeof(who));
+		dsec_err_set(err, EWOULDBLOCK, "%s is busy%s%s", what ? what : path,
+			     who[0] ? ", held by " : "", who);
+	} else {
+		errno = e;
+		dsec_err_sys(err, "lock '%s'", path);
+	}
+	close(fd);
+	return -1;
 }
 
 static int rmtree_fd(int pfd, const char *name, dev_t dev, int depth, struct dsec_err *err)

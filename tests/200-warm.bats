@@ -107,6 +107,34 @@ cg_read() {
 	wait
 }
 
+@test "warm: --wait=D bounds the wait for the pool's lock, naming its holder; --drain waits for the run at work" {
+	local holder t0
+	dsec-warm --image busybox --count 2 >/dev/null
+	lockf=$(echo "$DSEC_RUN"/pools/*/lock)
+	flock "$lockf" sleep 4 &
+	holder=$!
+	sleep 0.2
+	# bounded: gives up after D, exit 0 as for a run that does not wait, and says who holds it
+	t0=$(date +%s%N)
+	run dsec-warm --image busybox --count 3 --wait=1.5s
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ $(($(date +%s%N) - t0)) -lt 3500000000 ] || { echo "waited too long"; return 1; }
+	[[ "$output" == *"waiting for pool "*"held by pid $holder (flock)"* ]] || { echo "$output"; return 1; }
+	[[ "$output" == *"gave up waiting"* ]] || { echo "$output"; return 1; }
+	[ "$(records | wc -l)" -eq 0 ]
+	# a drain bounded too short fails and leaves the pool as it is
+	run dsec-warm --image busybox --drain --wait=0.3s
+	[ "$status" -eq 1 ] || { echo "drain --wait: $output ($status)"; return 1; }
+	[[ "$output" == *"is busy, held by pid $holder"* ]] || { echo "$output"; return 1; }
+	[ "$(ready_count)" -eq 2 ]
+	# without --wait it waits for the run at work, then drains
+	run dsec-warm --image busybox --drain
+	[ "$status" -eq 0 ] || { echo "drain: $output ($status)"; return 1; }
+	[ "$(records | jq -r 'select(.reaped) | .id' | wc -l)" -eq 2 ]
+	[ "$(ready_count)" -eq 0 ]
+	wait
+}
+
 @test "warm: --drain reaps the ready sandboxes and removes the pool" {
 	run dsec-warm --image busybox --count 3
 	ids=$(records | jq -r .id | sort)

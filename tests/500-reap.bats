@@ -281,6 +281,39 @@ EOF
 	[ "$status" -eq 2 ]
 }
 
+@test "reap: --orphans waiting for the run dir's lock says who holds it, a stopped tool included" {
+	local holder
+	spawn_one
+	mkdir -p "$DSEC_RUN"
+	# -o: the lock is flock's own, and goes when it is killed
+	flock -o -s "$DSEC_RUN/lock" sleep 20 &
+	holder=$!
+	sleep 0.2
+	kill -STOP "$holder"
+	run timeout 3 dsec-reap --orphans
+	[ "$status" -eq 124 ] || { echo "$output ($status)"; kill -CONT "$holder"; return 1; }
+	[[ "$output" == *"waiting for the run dir's lock, held by pid $holder (flock, stopped)"* ]] || {
+		echo "$output"
+		kill -CONT "$holder"
+		return 1
+	}
+	kill -CONT "$holder"
+	kill $(pgrep -P "$holder") "$holder"
+	wait "$holder" || true
+	# free again: no word of waiting
+	run dsec-reap --orphans
+	[ "$status" -eq 0 ]
+	[[ "$output" != *waiting* ]]
+	# -q keeps it quiet
+	flock -s "$DSEC_RUN/lock" sleep 1.5 &
+	holder=$!
+	sleep 0.2
+	run dsec-reap -q --orphans
+	[ "$status" -eq 0 ]
+	[[ "$output" != *waiting* ]] || { echo "$output"; return 1; }
+	wait "$holder"
+}
+
 @test "reap: --orphans removes dead holders, stray cgroups and half-made state" {
 	spawn_one
 	dead=$ID
