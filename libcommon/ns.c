@@ -79,7 +79,7 @@ static ssize_t read_full(int fd, void *buf, size_t n)
 
 /* The template's id mapping. Its name changes with what a template holds, so that one made
  * by an older dsec (without /n, say) is not current and gets replaced. */
-#define IDMAP_FILE "idmap-n"
+#define IDMAP_FILE "idmap-k"
 
 /* In the template: hide the host's network interfaces in sysfs copy ROOT under the mask dir
  * /m: the net dir of every device ROOT/class/net names (links like
@@ -136,6 +136,29 @@ static int hide_net(const char *root, struct dsec_err *err)
 
 /* The child that makes the template: a copy of our mount namespace, a tmpfs pivoted to its root,
  * everything of the host detached. One pivot_root per run dir, not per sandbox. */
+/* In the template: hide what sysfs ROOT tells of the kernel itself under the mask dir /m and
+ * the empty file /e: where its crash notes lie in physical memory (vmcoreinfo), its build
+ * notes, its type information (btf) and the firmware's boot parameters, all of use to an
+ * exploit and to nothing a sandbox runs. Once per template: the sandboxes' copies carry it. */
+static int hide_kernel(const char *root, struct dsec_err *err)
+{
+	static const char *const files[] = {"kernel/vmcoreinfo", "kernel/notes"};
+	static const char *const dirs[] = {"kernel/btf", "kernel/boot_params"};
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, files[i]);
+		if (mount("/e", path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+			return dsec_err_sys(err, "hide '%s'", path);
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, dirs[i]);
+		if (mount("/m", path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+			return dsec_err_sys(err, "hide '%s'", path);
+	}
+	return 0;
+}
+
 static void template_child(const char *tdir, int sync)
 {
 	struct dsec_err err = {0};
@@ -172,6 +195,20 @@ static void template_child(const char *tdir, int sync)
 		dsec_err_sys(&err, "make mask dir in template");
 		goto fail;
 	}
+	/* /e: an empty read-only file, bound over the files of sysfs a sandbox must not read */
+	{
+		int fd = open("/e", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+
+		if (fd < 0 || close(fd) < 0 || mount("/e", "/e", NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, "/e", NULL,
+			  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  NULL) < 0) {
+			dsec_err_sys(&err, "make mask file in template");
+			goto fail;
+		}
+	}
+	if (hide_kernel("/s", &err) < 0)
+		goto fail;
 	/* /n: the same sysfs for sandboxes with a network namespace of their own, without the
 	 * host's interface names and addresses (a sysfs of their own would show only theirs, but
 	 * cost ~0.3 ms more per spawn and per reap) */
@@ -181,7 +218,7 @@ static void template_child(const char *tdir, int sync)
 		dsec_err_sys(&err, "bind sysfs into template");
 		goto fail;
 	}
-	if (hide_net("/n", &err) < 0)
+	if (hide_net("/n", &err) < 0 || hide_kernel("/n", &err) < 0)
 		goto fail;
 	if (umount2("/old", MNT_DETACH) < 0 || rmdir("/old") < 0) {
 		dsec_err_sys(&err, "detach host mounts");
@@ -294,7 +331,7 @@ out:
 }
 
 /* Made by this dsec (its id mapping under this dsec's IDMAP_FILE), not an older one without
- * /s, /m, /n or idmaps?
+ * /s, /m, /n, /e (hide_kernel) or idmaps?
  * Live sandboxes of an older template keep their copy when it is replaced. */
 static int current(const struct dsec_paths *p)
 {
@@ -617,10 +654,10 @@ static int loopback_up(struct dsec_err *err)
 /* What /proc and /sys hide: /dev/null over files, the template's empty /m over dirs, read-only
  * binds over what may stay readable. Paths the kernel lacks are skipped. */
 static const char *const proc_null[] = {
-    "/proc/kcore",       "/proc/keys",        "/proc/key-users",     "/proc/timer_list",
-    "/proc/timer_stats", "/proc/sched_debug", "/proc/latency_stats", "/proc/kpagecgroup",
-    "/proc/kpageflags",  "/proc/kpagecount",  "/proc/kmsg",          "/proc/kallsyms",
-    "/proc/vmallocinfo", "/proc/pagetypeinfo"};
+    "/proc/kcore",       "/proc/keys",         "/proc/key-users",     "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug",  "/proc/latency_stats", "/proc/kpagecgroup",
+    "/proc/kpageflags",  "/proc/kpagecount",   "/proc/kmsg",          "/proc/kallsyms",
+    "/proc/vmallocinfo", "/proc/pagetypeinfo", "/proc/cmdline",       "/proc/config.gz"};
 static const char *const dir_mask[] = {"/proc/acpi",
 				       "/proc/scsi",
 				       "/proc/asound",

@@ -97,7 +97,7 @@ range_start() { awk -F: '$1 == "dsec" { print $2; exit }' "${DSEC_SUBUID_FILE:-/
 }
 
 # Files of /proc that must read empty, when the kernel has them.
-MASKED="kcore keys key-users timer_list sched_debug kpagecgroup kpageflags kpagecount kmsg kallsyms vmallocinfo pagetypeinfo"
+MASKED="kcore keys key-users timer_list sched_debug kpagecgroup kpageflags kpagecount kmsg kallsyms vmallocinfo pagetypeinfo cmdline config.gz"
 
 @test "proc: kernel files read empty, kernel dirs are empty; the host's are not" {
 	spawn_one
@@ -118,6 +118,22 @@ MASKED="kcore keys key-users timer_list sched_debug kpagecgroup kpageflags kpage
 		[ "$status" -eq 0 ] && [ -z "$output" ] || { echo "$d: $output"; return 1; }
 	done
 	[ -n "$(ls -A /sys/firmware)" ]
+	# what sysfs tells of the kernel itself, in both kinds of /sys (own network or the host's)
+	[ "$(head -c 64 /proc/cmdline | wc -c)" -gt 0 ]
+	for net in none host; do
+		[ "$net" = none ] || ID=$(dsec-spawn --image busybox --net host | jq -r .id)
+		for f in /sys/kernel/vmcoreinfo /sys/kernel/notes; do
+			[ -e "$f" ] || continue
+			[ "$(head -c 64 "$f" | wc -c)" -gt 0 ] # control: the host's has content
+			run sb_run "$ID" sh -c "head -c 64 $f | wc -c"
+			[ "$output" = 0 ] || { echo "$net: $f: $output"; return 1; }
+		done
+		for d in /sys/kernel/btf /sys/kernel/boot_params; do
+			[ -e "$d" ] || continue
+			run sb_run "$ID" ls -A "$d"
+			[ "$status" -eq 0 ] && [ -z "$output" ] || { echo "$net: $d: $output"; return 1; }
+		done
+	done
 }
 
 @test "sys: a sandbox with its own network names none of the host's interfaces; --net host does" {
