@@ -1008,3 +1008,75 @@ int dsec_net_orphans(const struct dsec_paths *p, struct dsec_err *err)
 	closedir(d);
 	return rc < 0 ? -1 : count;
 }
+
+/* A port of a sandbox of this run dir on its way out: "dsv<hex>" of an address of our subnet
+ * that holds no lease (its veth goes with its network namespace, which the kernel frees a
+ * while after the sandbox's last process). */
+static int port_leaving(const char *name, void *ctx)
+{
+	const struct dsec_paths *p = ctx;
+	char path[PATH_MAX], ip[INET_ADDRSTRLEN], *end;
+	unsigned long a;
+
+	if (strncmp(name, "dsv", 3) || strlen(name) != 11)
+		return 0;
+	a = strtoul(name + 3, &end, 16);
+	if (*end || ((uint32_t)a & (~0U << (32 - conf.prefix))) != conf.subnet)
+		return 0;
+	ip_text((uint32_t)a, ip);
+	snprintf(path, sizeof(path), "%s/net/leases/%s", p->run, ip);
+	return access(path, F_OK) < 0;
+}
+
+int dsec_net_node_cleanup(const struct dsec_paths *p, struct dsec_err *err)
+{
+	char dir[PATH_MAX];
+	struct dirent *e;
+	int lock, idx, busy = 0, rc = -1;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/net", p->run);
+	if (access(dir, F_OK) < 0)
+		return 0; /* no nat sandbox was ever made here: nothing of ours out there */
+	if (node_gone(p))
+		return dsec_rmtree(dir, err);
+	if (node_open(p, err) < 0 || (lock = net_lock(p, err)) < 0)
+		return dsec_err_wrap(err, "net node cleanup");
+	snprintf(dir, sizeof(dir), "%s/net/leases", p->run);
+	if ((d = opendir(dir))) {
+		while (!busy && (e = readdir(d)))
+			busy = e->d_name[0] != '.';
+		closedir(d);
+	}
+	/* a lease left, or a port on the bridge other than those of our sandboxes on their way
+	 * out (a nat sandbox of another run dir): it stays */
+	idx = 0;
+	if (!busy && (idx = dsec_nl_ifindex(node_sock, conf.bridge, err)) < 0)
+		goto out;
+	if (!busy && idx > 0 &&
+	    (busy = dsec_nl_ports(node_sock, idx, port_leaving, (void *)p, err)) < 0)
+		goto out;
+	if (busy) {
+		rc = 0;
+		goto out;
+	}
+	/* the bridge first: a bridge means the rest is there (node_make) */
+	if (idx > 0) {
+		struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = idx};
+		struct dsec_nl nb;
+
+		dsec_nl_init(&nb);
+		dsec_nl_msg(&nb, RTM_DELLINK, 0, &ifi, sizeof(ifi));
+		if (dsec_nl_talk(node_sock, &nb, "remove bridge", ENODEV, err) < 0)
+			goto out;
+	}
+	if (nft_run("add table inet dsec\ndelete table inet dsec\n"
+		    "add table bridge dsec\ndelete table bridge dsec\n",
+		    err) < 0)
+		goto out;
+	node_ready = 0;
+	rc = 0;
+out:
+	net_unlock();
+	return rc < 0 ? dsec_err_wrap(err, "net node cleanup") : 0;
+}

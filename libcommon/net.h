@@ -113,4 +113,10 @@ json_t *dsec_net_info(const struct dsec_paths *p, const struct dsec_sandbox *sb)
 /* Remove the network of every lease whose sandbox has no state dir. Count or -1. */
 int dsec_net_orphans(const struct dsec_paths *p, struct dsec_err *err);
 
+/* With no sandbox left in the run dir: remove the node side of --net nat (the bridge and the
+ * inet and bridge "dsec" nftables tables) when this run dir made it and neither a lease of it
+ * nor a port on the bridge (another run dir's sandbox) is left. The next nat spawn makes it
+ * again. net.ipv4.ip_forward stays as it is. 0 or -1. */
+int dsec_net_node_cleanup(const struct dsec_paths *p, struct dsec_err *err);
+
 #endif

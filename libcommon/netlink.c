@@ -138,18 +138,16 @@ int dsec_nl_talk(int fd, struct dsec_nl *nb, const char *what, int ok_errno, str
 	return 0;
 }
 
-/* The ifindex of name, 0 when there is none, -1 on error. */
-int dsec_nl_ifindex(int fd, const char *name, struct dsec_err *err)
+/* Send nb's one request with flags (a query: no ack asked) and hand each answer to it to
+ * fn(h, ctx) until fn returns non-zero (that is the result) or the dump is done (0). -1 when
+ * the kernel answers an error (*kerr gets it) or a send or recv fails (err says which). */
+static int nl_query(int fd, struct dsec_nl *nb, int flags, int (*fn)(struct nlmsghdr *, void *),
+		    void *ctx, int *kerr, struct dsec_err *err)
 {
-	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
-	char rb[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
-	struct dsec_nl nb;
+	char rb[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
 
-	dsec_nl_init(&nb);
-	dsec_nl_msg(&nb, RTM_GETLINK, 0, &ifi, sizeof(ifi));
-	((struct nlmsghdr *)nb.b)->nlmsg_flags = NLM_F_REQUEST;
-	dsec_nl_str(&nb, IFLA_IFNAME, name);
-	if (send(fd, nb.b, nb.len, 0) != (ssize_t)nb.len)
+	((struct nlmsghdr *)nb->b)->nlmsg_flags = (uint16_t)flags;
+	if (send(fd, nb->b, nb->len, 0) != (ssize_t)nb->len)
 		return dsec_err_sys(err, "netlink send");
 	for (;;) {
 		ssize_t r = recv(fd, rb, sizeof(rb), 0);
@@ -160,20 +158,45 @@ int dsec_nl_ifindex(int fd, const char *name, struct dsec_err *err)
 		if (r < 0)
 			return dsec_err_sys(err, "netlink recv");
 		for (h = (struct nlmsghdr *)rb; NLMSG_OK(h, (size_t)r); h = NLMSG_NEXT(h, r)) {
-			if (h->nlmsg_seq != nb.seq0)
-				continue;
-			if (h->nlmsg_type == RTM_NEWLINK)
-				return ((struct ifinfomsg *)NLMSG_DATA(h))->ifi_index;
-			if (h->nlmsg_type == NLMSG_ERROR) {
-				int e = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+			int v;
 
-				if (e == ENODEV)
-					return 0;
-				errno = e;
-				return dsec_err_sys(err, "get link '%s'", name);
+			if (h->nlmsg_seq != nb->seq0)
+				continue;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				*kerr = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+				return -1;
 			}
+			if ((v = fn(h, ctx)) != 0)
+				return v;
 		}
 	}
+}
+
+static int link_index(struct nlmsghdr *h, void *ctx)
+{
+	return h->nlmsg_type == RTM_NEWLINK ? ((struct ifinfomsg *)NLMSG_DATA(h))->ifi_index : 0;
+}
+
+/* The ifindex of name, 0 when there is none, -1 on error. */
+int dsec_nl_ifindex(int fd, const char *name, struct dsec_err *err)
+{
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+	struct dsec_nl nb;
+	int r, kerr = 0;
+
+	dsec_nl_init(&nb);
+	dsec_nl_msg(&nb, RTM_GETLINK, 0, &ifi, sizeof(ifi));
+	dsec_nl_str(&nb, IFLA_IFNAME, name);
+	r = nl_query(fd, &nb, NLM_F_REQUEST, link_index, NULL, &kerr, err);
+	if (r < 0 && kerr == ENODEV)
+		return 0;
+	if (r < 0 && kerr) {
+		errno = kerr;
+		return dsec_err_sys(err, "get link '%s'", name);
+	}
+	return r;
 }
 
 void dsec_nl_addr(struct dsec_nl *nb, int ifindex, uint32_t addr, int prefix)
@@ -243,4 +266,52 @@ int dsec_nl_socket_in(int nsfd, int selfns, int domain, int type, int proto, str
 		return dsec_err_sys(err, "socket");
 	}
 	return s;
+}
+
+struct ports {
+	int master, n;
+	int (*skip)(const char *name, void *ctx);
+	void *ctx;
+};
+
+static int count_port(struct nlmsghdr *h, void *arg)
+{
+	struct ports *pc = arg;
+	char name[IFNAMSIZ + 1] = "";
+	int len = (int)IFLA_PAYLOAD(h), port = 0;
+	struct rtattr *a;
+
+	if (h->nlmsg_type != RTM_NEWLINK)
+		return 0;
+	for (a = IFLA_RTA((struct ifinfomsg *)NLMSG_DATA(h)); RTA_OK(a, len);
+	     a = RTA_NEXT(a, len)) {
+		if (a->rta_type == IFLA_MASTER && *(uint32_t *)RTA_DATA(a) == (uint32_t)pc->master)
+			port = 1;
+		if (a->rta_type == IFLA_IFNAME)
+			snprintf(name, sizeof(name), "%.*s", (int)RTA_PAYLOAD(a),
+				 (const char *)RTA_DATA(a));
+	}
+	pc->n += port && !(pc->skip && pc->skip(name, pc->ctx));
+	return 0;
+}
+
+int dsec_nl_ports(int fd, int master, int (*skip)(const char *name, void *ctx), void *ctx,
+		  struct dsec_err *err)
+{
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+	struct ports pc = {master, 0, skip, ctx};
+	struct dsec_nl nb;
+	int kerr = 0;
+
+	dsec_nl_init(&nb);
+	dsec_nl_msg(&nb, RTM_GETLINK, 0, &ifi, sizeof(ifi));
+	dsec_nl_u32(&nb, IFLA_MASTER, (uint32_t)master); /* the kernel's filter, checked too */
+	if (nl_query(fd, &nb, NLM_F_REQUEST | NLM_F_DUMP, count_port, &pc, &kerr, err) < 0) {
+		if (kerr) {
+			errno = kerr;
+			dsec_err_sys(err, "list links");
+		}
+		return -1;
+	}
+	return pc.n;
 }

@@ -53,6 +53,11 @@ int dsec_nl_talk(int fd, struct dsec_nl *nb, const char *what, int ok_errno, str
 /* The ifindex of link name on fd's namespace, 0 when there is none, -1 on error. */
 int dsec_nl_ifindex(int fd, const char *name, struct dsec_err *err);
 
+/* How many links have master as their master (the ports of a bridge), leaving out those
+ * skip(name, ctx) says to (skip may be NULL); -1 on error. */
+int dsec_nl_ports(int fd, int master, int (*skip)(const char *name, void *ctx), void *ctx,
+		  struct dsec_err *err);
+
 /* A socket (O_CLOEXEC) made in network namespace nsfd (-1: the current one); selfns is the
  * namespace to return to. Aborts when it cannot return (it would go on in the wrong one). */
 int dsec_nl_socket_in(int nsfd, int selfns, int domain, int type, int proto, struct dsec_err *err);

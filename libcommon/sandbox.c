@@ -1262,7 +1262,7 @@ int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err)
 		return -1;
 	if (n)
 		return 0;
-	if (dsec_template_destroy(p, err) < 0)
+	if (dsec_template_destroy(p, err) < 0 || dsec_net_node_cleanup(p, err) < 0)
 		return -1;
 	dsec_cgspare_clear(p, 1);
 	if (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_remove_parent(p, err) < 0)

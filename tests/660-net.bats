@@ -40,6 +40,7 @@ serve() { # serve NETNS ADDR:PORT
 }
 
 teardown() {
+	if [ -d "$TESTDIR/run2" ]; then DSEC_RUN=$TESTDIR/run2 dsec-reap --all >/dev/null 2>&1 || true; fi
 	dsec_teardown
 	local p
 	for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -216,7 +217,26 @@ host_untouched() {
 	! ip netns exec "$NODE" nft list set inet dsec allow | grep -q "10\.88\." || false
 	for _ in $(seq 50); do ip -n "$NODE" link | grep -q dsv || break; sleep 0.1; done
 	! ip -n "$NODE" link | grep -q dsv || false
+	# the last sandbox gone, the node side goes too: bridge and both tables
+	! ip -n "$NODE" link show dsec0 >/dev/null 2>&1 || false
+	! ip netns exec "$NODE" nft list table inet dsec >/dev/null 2>&1 || false
+	! ip netns exec "$NODE" nft list table bridge dsec >/dev/null 2>&1 || false
 	host_untouched
+	# and the next nat sandbox makes it again, and reaches out
+	serve "$EXT" 192.0.2.10:80
+	nat_spawn --allow 192.0.2.10:80
+	ip -n "$NODE" link show dsec0 >/dev/null
+	for _ in $(seq 30); do [ "$(fetch "$ID" 192.0.2.10 80)" -gt 0 ] && break; sleep 0.1; done
+	[ "$(fetch "$ID" 192.0.2.10 80)" -gt 0 ]
+	# a port on the bridge keeps it: a sandbox of another run dir (a subnet of its own)
+	DSEC_RUN=$TESTDIR/run2 DSEC_NET_SUBNET=10.89.0.0/16 nat_spawn
+	other=$ID
+	run dsec-reap --all
+	[ "$status" -eq 0 ]
+	ip -n "$NODE" link show dsec0 >/dev/null
+	DSEC_RUN=$TESTDIR/run2 DSEC_NET_SUBNET=10.89.0.0/16 dsec-reap --all >/dev/null
+	! ip -n "$NODE" link show dsec0 >/dev/null 2>&1 || false
+	[ -n "$other" ]
 }
 
 @test "net nat: --reset is refused with an error record; the sandbox and its address stay" {
