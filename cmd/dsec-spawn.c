@@ -14,6 +14,7 @@
 #include "jsonl.h"
 #include "admit.h"
 #include "net.h"
+#include "nofile.h"
 #include "pool.h"
 #include "resource.h"
 #include "sandbox.h"
@@ -25,13 +26,13 @@ static const char usage[] =
     "   or: ... | dsec-spawn [-n N] [OPTION]...\n"
     "   or: dsec-spawn --resize [ID]... [RESOURCE OPTION]...\n"
     "Create sandboxes from IMAGE and print one JSON record per sandbox. Without --image, read\n"
-    "one spec record per line on standard input (keys: image, cpus, memory, pids, disk, net,\n"
-    "ttl, env, hostname, workdir, run_as, labels, allow, bandwidth, and the resource options'\n"
-    "names with '_':\n"
-    "cpu_request, …, class); the options then give the defaults, and every other member of a\n"
-    "record passes through to its output. With --resize, change the limits, requests or class\n"
-    "of live sandboxes (the IDs, or records with \"id\" on standard input) to what the options\n"
-    "and the records' resource keys say, without restarting them.\n"
+    "one spec record per line on standard input (keys: image, cpus, memory, pids, nofile,\n"
+    "disk, net, ttl, env, hostname, workdir, run_as, labels, allow, bandwidth, and the\n"
+    "resource options' names with '_': cpu_request, …, class); the options then give the\n"
+    "defaults, and every other member of a record passes through to its output. With\n"
+    "--resize, change the limits, requests or class of live sandboxes (the IDs, or records\n"
+    "with \"id\" on standard input) to what the options and the records' resource keys say,\n"
+    "without restarting them.\n"
     "\n"
     "  -i, --image IMAGE     image from the layer store (see dsec-layer)\n"
     "  -n, --count N         create N sandboxes (per input record; 1 to 1000000, default 1)\n"
@@ -41,6 +42,8 @@ static const char usage[] =
     "      --cpus F          CPU bandwidth in CPUs, 0.01 to 4096, e.g. 0.5 (default 1)\n"
     "      --memory SIZE     memory limit, at least 4M, e.g. 512M (default 1G)\n"
     "      --pids N          maximum number of tasks, 2 to 4194304 (default 512)\n"
+    "      --nofile N        descriptors each process may open (RLIMIT_NOFILE, soft and\n"
+    "                        hard), 64 to 1048576 (default 1024)\n"
     "      --disk SIZE       size of the writable layer, a tmpfs, at least 1M (default 1G;\n"
     "                        a file per 4 KiB of it)\n"
     "      --io-bps SIZE     block I/O limit in bytes/s, reads and writes each (default none)\n"
@@ -89,6 +92,7 @@ enum {
 	OPT_CPUS = DSEC_OPT_FIRST_TOOL,
 	OPT_MEMORY,
 	OPT_PIDS,
+	OPT_NOFILE,
 	OPT_DISK,
 	OPT_NET,
 	OPT_TTL,
@@ -113,6 +117,7 @@ static const struct option longopts[] = {DSEC_COMMON_LONGOPTS,
 					 {"cpus", required_argument, NULL, OPT_CPUS},
 					 {"memory", required_argument, NULL, OPT_MEMORY},
 					 {"pids", required_argument, NULL, OPT_PIDS},
+					 {"nofile", required_argument, NULL, OPT_NOFILE},
 					 {"disk", required_argument, NULL, OPT_DISK},
 					 {"net", required_argument, NULL, OPT_NET},
 					 {"ttl", required_argument, NULL, OPT_TTL},
@@ -219,7 +224,7 @@ static int spec_from_record(json_t *rec, struct spec *s, struct dsec_err *err)
 	}
 	if (member_limit(rec, "cpus", s, err) < 0 || member_limit(rec, "memory", s, err) < 0 ||
 	    member_limit(rec, "disk", s, err) < 0 || member_limit(rec, "pids", s, err) < 0 ||
-	    member_limit(rec, "net", s, err) < 0)
+	    member_limit(rec, "nofile", s, err) < 0 || member_limit(rec, "net", s, err) < 0)
 		return -1;
 	{
 		struct dsec_res r = {.lim = s->lim, .req = s->req, .cls = s->cls};
@@ -331,12 +336,14 @@ static uint64_t wait_us;
 
 static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, uint64_t spawn_us)
 {
+	uint64_t nofile = sb->limits.nofile ? sb->limits.nofile : DSEC_NOFILE;
 	json_t *lim = json_pack("{s:f, s:I, s:I, s:I}", "cpus", sb->limits.cpus, "memory",
 				(json_int_t)sb->limits.memory, "pids", (json_int_t)sb->limits.pids,
 				"disk", (json_int_t)sb->limits.disk);
 
 	if (sb->limits.cpus == floor(sb->limits.cpus))
 		json_object_set_new(lim, "cpus", json_integer((json_int_t)sb->limits.cpus));
+	json_object_set_new(lim, "nofile", json_integer((json_int_t)nofile));
 	json_object_set_new(rec, "id", json_string(sb->id));
 	json_object_set_new(rec, "image", json_string(sb->image));
 	json_object_set_new(rec, "node", json_string(sb->node));
@@ -743,7 +750,7 @@ int main(int argc, char **argv)
 		if (c == 'i' || c == 'n' || c == 'j' || c == OPT_NET || c == OPT_TTL ||
 		    c == OPT_ENV || c == OPT_HOSTNAME || c == OPT_WORKDIR || c == OPT_USER ||
 		    c == OPT_LABEL || c == OPT_WARM_ONLY || c == OPT_FROM || c == OPT_ALLOW ||
-		    c == OPT_BANDWIDTH)
+		    c == OPT_BANDWIDTH || c == OPT_NOFILE)
 			spawn_opt = c == 'i'   ? "image"
 				    : c == 'n' ? "count"
 				    : c == 'j' ? "jobs"
@@ -790,6 +797,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_RESIZE:
 			resize = 1;
+			break;
+		case OPT_NOFILE:
+			if (dsec_limit_parse("nofile", optarg, 1, &def.lim, NULL, &err) < 0)
+				dsec_usage_error("%s", err.msg);
 			break;
 		case OPT_TTL:
 			if (dsec_parse_duration(optarg, MAX_TTL_US, &def.ttl_us, "--ttl", &err) < 0)

@@ -26,6 +26,8 @@ static json_t *sandbox_entry(const struct dsec_sandbox *sb, const char *root)
 	json_object_set_new(lim, "memory", json_integer((json_int_t)sb->limits.memory));
 	json_object_set_new(lim, "pids", json_integer((json_int_t)sb->limits.pids));
 	json_object_set_new(lim, "disk", json_integer((json_int_t)sb->limits.disk));
+	if (sb->limits.nofile)
+		json_object_set_new(lim, "nofile", json_integer((json_int_t)sb->limits.nofile));
 	json_object_set_new(e, "limits", lim);
 	json_object_set_new(e, "net", json_string(sb->net == DSEC_NET_HOST ? "host" : "none"));
 	json_object_set_new(e, "ttl_us", json_integer((json_int_t)sb->ttl_us));
@@ -204,6 +206,7 @@ static int request_of(json_t *info, struct dsec_sandbox *sb, struct dsec_err *er
 	sb->limits.disk = (uint64_t)json_integer_value(json_object_get(lim, "disk"));
 	if (!sb->limits.disk)
 		sb->limits.disk = DSEC_DEFAULT_DISK;
+	sb->limits.nofile = (uint64_t)json_integer_value(json_object_get(lim, "nofile"));
 	net = json_string_value(json_object_get(info, "net"));
 	sb->net = net && !strcmp(net, "host") ? DSEC_NET_HOST : DSEC_NET_NONE;
 	sb->ttl_us = (uint64_t)json_integer_value(json_object_get(info, "ttl_us"));

@@ -10,6 +10,8 @@
 #ifndef DSEC_NOFILE_H
 #define DSEC_NOFILE_H
 
-#define DSEC_NOFILE 1024UL
+#define DSEC_NOFILE 1024UL /* the default; --nofile N sets another (dsec-spawn) */
+#define DSEC_NOFILE_MIN 64UL
+#define DSEC_NOFILE_MAX 1048576UL /* the kernel's default fs.nr_open */
 
 #endif

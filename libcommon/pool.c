@@ -106,6 +106,8 @@ json_t *dsec_pool_limits_json(const struct dsec_limits *l)
 		json_object_set_new(o, "io_bps", json_integer((json_int_t)l->io_bps));
 		json_object_set_new(o, "io_iops", json_integer((json_int_t)l->io_iops));
 	}
+	if (l->nofile) /* a claim's: applied by each exec (nofile.h), no pool has one */
+		json_object_set_new(o, "nofile", json_integer((json_int_t)l->nofile));
 	return o;
 }
 

@@ -73,6 +73,10 @@ int dsec_limit_parse(const char *name, const char *val, int opt, struct dsec_lim
 		if (dsec_parse_count(val, 2, 4194304, &n, what, err) < 0)
 			return -1;
 		l->pids = (uint64_t)n;
+	} else if (!strcmp(name, "nofile")) {
+		if (dsec_parse_count(val, DSEC_NOFILE_MIN, DSEC_NOFILE_MAX, &n, what, err) < 0)
+			return -1;
+		l->nofile = (uint64_t)n;
 	} else if (!strcmp(name, "net") && net) {
 		if (!strcmp(val, "none"))
 			*net = DSEC_NET_NONE;
@@ -152,6 +156,9 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 				      "memory", (json_int_t)sb->limits.memory, "pids",
 				      (json_int_t)sb->limits.pids, "disk",
 				      (json_int_t)sb->limits.disk));
+	if (sb->limits.nofile)
+		json_object_set_new(json_object_get(o, "limits"), "nofile",
+				    json_integer((json_int_t)sb->limits.nofile));
 	json_object_set_new(o, "created", json_integer((json_int_t)sb->created_us));
 	json_object_set_new(o, "ttl_us", json_integer((json_int_t)sb->ttl_us));
 	json_object_set_new(o, "hostname", json_string(sb->hostname));
@@ -229,6 +236,7 @@ int dsec_sandbox_parse(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 	sb->limits.memory = (uint64_t)json_integer_value(json_object_get(lim, "memory"));
 	sb->limits.pids = (uint64_t)json_integer_value(json_object_get(lim, "pids"));
 	sb->limits.disk = (uint64_t)json_integer_value(json_object_get(lim, "disk"));
+	sb->limits.nofile = (uint64_t)json_integer_value(json_object_get(lim, "nofile"));
 	sb->created_us = (uint64_t)json_integer_value(json_object_get(o, "created"));
 	sb->ttl_us = (uint64_t)json_integer_value(json_object_get(o, "ttl_us"));
 	v = json_object_get(o, "env");
@@ -544,8 +552,9 @@ struct child_arg {
  * state file; before that, the death signal takes it with us. */
 static int child_main(void *argp)
 {
-	static const struct rlimit nofile = {DSEC_NOFILE, DSEC_NOFILE};
 	struct child_arg *a = argp;
+	rlim_t nf = a->sb->limits.nofile ? a->sb->limits.nofile : DSEC_NOFILE;
+	struct rlimit nofile = {nf, nf};
 	struct dsec_err *err = &a->err;
 	char *argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL, NULL};
 	char *const envp[] = {NULL};

@@ -75,6 +75,7 @@ struct dsec_limits {
 	uint64_t
 	    io_bps; /* block I/O bytes/s, read and write each, on the node's io device; 0 = none */
 	uint64_t io_iops; /* block I/O operations/s, read and write each; 0 = none */
+	uint64_t nofile;  /* RLIMIT_NOFILE of its processes, soft and hard; 0 = DSEC_NOFILE */
 };
 
 /* What a sandbox is guaranteed (resource.h): CPU weight, memory protection; admission (admit.h)

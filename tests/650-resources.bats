@@ -87,6 +87,39 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	[ "$out" = 1024 ] || { echo "record: $out"; return 1; }
 }
 
+@test "resources: --nofile N sets another descriptor limit: record, holder, both exec paths, spec records, claims" {
+	local mode id
+	spawn_one --nofile 4096
+	json_is "$REC" .limits.nofile 4096
+	[ "$(dsec-exec "$ID" sh -c "grep '^Max open files' /proc/1/limits" | awk '{print $4, $5}')" = "4096 4096" ]
+	for mode in 1 0; do
+		[ "$(DSEC_EXEC_FAST=$mode dsec-exec "$ID" sh -c 'ulimit -Sn; ulimit -Hn' | tr '\n' ' ')" = "4096 4096 " ]
+	done
+	# the default shows in the record too
+	spawn_one
+	json_is "$REC" .limits.nofile 1024
+	# a spec record's key; out of range is a usage error, and --resize does not take it
+	run sh -c 'echo "{\"image\":\"busybox\",\"nofile\":100}" | dsec-spawn'
+	[ "$status" -eq 0 ]
+	id=$(records | jq -r .id)
+	[ "$(dsec-exec "$id" sh -c 'ulimit -Hn')" = 100 ]
+	must_fail dsec-spawn --image busybox --nofile 10
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --image busybox --nofile 2000000
+	[ "$status" -eq 2 ]
+	must_fail dsec-spawn --resize "$ID" --nofile 2048
+	[ "$status" -eq 2 ]
+	# a claim from a warm pool (whose profile has none) takes the request's
+	dsec-warm --image busybox --count 1 >/dev/null
+	run dsec-spawn --image busybox --nofile 2000
+	[ "$status" -eq 0 ]
+	json_is "$output" .warm true
+	id=$(records | jq -r .id)
+	for mode in 1 0; do
+		[ "$(DSEC_EXEC_FAST=$mode dsec-exec "$id" sh -c 'ulimit -Hn')" = 2000 ] || { echo "claim, fast=$mode"; return 1; }
+	done
+}
+
 @test "resources: socket buffers count against the memory limit (v1: a TCP limit of the same size)" {
 	spawn_one --memory 64M
 	v1 "$ID" || skip "cgroup v2 charges socket buffers to memory.max itself"

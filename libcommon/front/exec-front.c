@@ -260,7 +260,7 @@ static const char *const cg_names[NCG] = {"memory", "cpu", "cpuacct", "pids", "f
 static struct {
 	char *id, *hostname, *net, *cls, *v2, *workdir, *user;
 	char *v1[NCG];
-	unsigned long long pid, start, uid_base, id_count;
+	unsigned long long pid, start, uid_base, id_count, nofile;
 	int cgver, userns, nenv;
 	char *env[MAX_ENV];
 } st;
@@ -507,6 +507,15 @@ static void userns_member(struct parser *ps, const char *k, int ctx)
 		skip(ps, 1);
 }
 
+static void limits_member(struct parser *ps, const char *k, int ctx)
+{
+	(void)ctx;
+	if (seq(k, "nofile"))
+		st.nofile = num(ps);
+	else
+		skip(ps, 1);
+}
+
 static void top_member(struct parser *ps, const char *k, int ctx)
 {
 	(void)ctx;
@@ -518,6 +527,8 @@ static void top_member(struct parser *ps, const char *k, int ctx)
 		st.net = str(ps);
 	else if (seq(k, "class"))
 		st.cls = str(ps);
+	else if (seq(k, "limits"))
+		object(ps, limits_member, 0);
 	else if (seq(k, "holder"))
 		object(ps, holder_member, 0);
 	else if (seq(k, "cgroup"))
@@ -1354,7 +1365,8 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	struct sock_fprog prog = {(unsigned short)dsec_seccomp_builtin_len,
 				  (struct sock_filter *)dsec_seccomp_builtin};
 	unsigned long long none = 0;
-	static const unsigned long long nofile[2] = {DSEC_NOFILE, DSEC_NOFILE};
+	unsigned long long nofile[2] = {st.nofile ? st.nofile : DSEC_NOFILE,
+					st.nofile ? st.nofile : DSEC_NOFILE};
 
 	S5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* a session of its own (exec.c: child_enter): kill(0) inside reaches no other command */
