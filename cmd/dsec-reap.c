@@ -228,11 +228,11 @@ static void reap_id(const char *id, json_t *rec)
 	}
 	if (rc == 0 && !dsec_sandbox_alive(&sb))
 		rc = dsec_err_set(&err, ESRCH, "%s: sandbox is not running (holder gone)", id);
-	if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME))
+	if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME)) {
 		rc = dsec_cgroup_freeze(&sb, action == ACT_PAUSE, &err);
-	if (rc == 0 && (action == ACT_PAUSE || action == ACT_RESUME))
-		dsec_cgroup_pause_drop(&sb); /* theirs now, not a killed commit's to undo */
-	else if (rc == 0 && action == ACT_RESET)
+		if (rc == 0)
+			dsec_cgroup_pause_drop(&sb); /* theirs now, not a killed commit's to undo */
+	} else if (rc == 0 && action == ACT_RESET)
 		rc = warm = dsec_sandbox_reset(&paths, &sb, &old, &err);
 	if (rc < 0) {
 		dsec_err_print(&err);

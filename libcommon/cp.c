@@ -232,9 +232,6 @@ static void progress_add(struct progress *pg, uint64_t bytes, int files)
 		      (unsigned long long)pg->files);
 }
 
-/* Copy entries from reader r to disk writer w, renaming the top component old → new_top (none
- * when new_top is NULL). Only regular files, directories and symbolic links pass; hard links
- * and device nodes are skipped. 0 or -1 with msg. */
 /* A regular file is written under a temporary name next to its own, ".dsec-cp-PID-NAME", and
  * renamed into place once whole: a copy killed half-way (kill -9 of dsec-exec) leaves no
  * truncated file under the name, only that temporary one. *tmp gets it ("" if the name is too
@@ -250,6 +247,9 @@ static void tmp_name(const char *path, char *tmp, size_t n)
 		tmp[0] = '\0';
 }
 
+/* Copy entries from reader r to disk writer w, renaming the top component old → new_top (none
+ * when new_top is NULL). Only regular files, directories and symbolic links pass; hard links
+ * and device nodes are skipped. 0 or -1 with msg. */
 static int unpack(struct archive *r, struct archive *w, const char *old, const char *new_top,
 		  struct progress *pg, char *msg, size_t mn)
 {

@@ -134,31 +134,31 @@ static int hide_net(const char *root, struct dsec_err *err)
 	return 0;
 }
 
-/* The child that makes the template: a copy of our mount namespace, a tmpfs pivoted to its root,
- * everything of the host detached. One pivot_root per run dir, not per sandbox. */
 /* In the template: hide what sysfs ROOT tells of the kernel itself under the mask dir /m and
  * the empty file /e: where its crash notes lie in physical memory (vmcoreinfo), its build
  * notes, its type information (btf) and the firmware's boot parameters, all of use to an
  * exploit and to nothing a sandbox runs. Once per template: the sandboxes' copies carry it. */
 static int hide_kernel(const char *root, struct dsec_err *err)
 {
-	static const char *const files[] = {"kernel/vmcoreinfo", "kernel/notes"};
-	static const char *const dirs[] = {"kernel/btf", "kernel/boot_params"};
+	/* a file under the empty file /e, a dir under the empty dir /m */
+	static const struct {
+		const char *path, *mask;
+	} hide[] = {{"kernel/vmcoreinfo", "/e"},
+		    {"kernel/notes", "/e"},
+		    {"kernel/btf", "/m"},
+		    {"kernel/boot_params", "/m"}};
 	char path[PATH_MAX];
 
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", root, files[i]);
-		if (mount("/e", path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
-			return dsec_err_sys(err, "hide '%s'", path);
-	}
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", root, dirs[i]);
-		if (mount("/m", path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+	for (size_t i = 0; i < sizeof(hide) / sizeof(hide[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, hide[i].path);
+		if (mount(hide[i].mask, path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
 			return dsec_err_sys(err, "hide '%s'", path);
 	}
 	return 0;
 }
 
+/* The child that makes the template: a copy of our mount namespace, a tmpfs pivoted to its root,
+ * everything of the host detached. One pivot_root per run dir, not per sandbox. */
 static void template_child(const char *tdir, int sync)
 {
 	struct dsec_err err = {0};
