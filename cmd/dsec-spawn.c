@@ -336,14 +336,14 @@ static uint64_t wait_us;
 
 static json_t *record_for(json_t *rec, const struct dsec_sandbox *sb, int warm, uint64_t spawn_us)
 {
-	uint64_t nofile = sb->limits.nofile ? sb->limits.nofile : DSEC_NOFILE;
 	json_t *lim = json_pack("{s:f, s:I, s:I, s:I}", "cpus", sb->limits.cpus, "memory",
 				(json_int_t)sb->limits.memory, "pids", (json_int_t)sb->limits.pids,
 				"disk", (json_int_t)sb->limits.disk);
 
 	if (sb->limits.cpus == floor(sb->limits.cpus))
 		json_object_set_new(lim, "cpus", json_integer((json_int_t)sb->limits.cpus));
-	json_object_set_new(lim, "nofile", json_integer((json_int_t)nofile));
+	json_object_set_new(lim, "nofile",
+			    json_integer((json_int_t)DSEC_NOFILE_OF(sb->limits.nofile)));
 	json_object_set_new(rec, "id", json_string(sb->id));
 	json_object_set_new(rec, "image", json_string(sb->image));
 	json_object_set_new(rec, "node", json_string(sb->node));

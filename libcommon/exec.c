@@ -543,7 +543,7 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
  * its cgroup); joins the cgroup (v1) and every other namespace of the holder. */
 __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 {
-	rlim_t nf = c->t->sb.limits.nofile ? c->t->sb.limits.nofile : DSEC_NOFILE;
+	rlim_t nf = DSEC_NOFILE_OF(c->t->sb.limits.nofile);
 	struct rlimit nofile = {nf, nf};
 	struct dsec_err err = {0};
 	int i;

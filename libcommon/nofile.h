@@ -14,4 +14,7 @@
 #define DSEC_NOFILE_MIN 64UL
 #define DSEC_NOFILE_MAX 1048576UL /* the kernel's default fs.nr_open */
 
+/* The limit of a sandbox whose limits.nofile is n (0: not set) */
+#define DSEC_NOFILE_OF(n) ((n) ? (n) : DSEC_NOFILE)
+
 #endif

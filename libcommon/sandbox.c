@@ -553,7 +553,7 @@ struct child_arg {
 static int child_main(void *argp)
 {
 	struct child_arg *a = argp;
-	rlim_t nf = a->sb->limits.nofile ? a->sb->limits.nofile : DSEC_NOFILE;
+	rlim_t nf = DSEC_NOFILE_OF(a->sb->limits.nofile);
 	struct rlimit nofile = {nf, nf};
 	struct dsec_err *err = &a->err;
 	char *argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL, NULL};

@@ -1365,8 +1365,7 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	struct sock_fprog prog = {(unsigned short)dsec_seccomp_builtin_len,
 				  (struct sock_filter *)dsec_seccomp_builtin};
 	unsigned long long none = 0;
-	unsigned long long nofile[2] = {st.nofile ? st.nofile : DSEC_NOFILE,
-					st.nofile ? st.nofile : DSEC_NOFILE};
+	unsigned long long nofile[2] = {DSEC_NOFILE_OF(st.nofile), DSEC_NOFILE_OF(st.nofile)};
 
 	S5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* a session of its own (exec.c: child_enter): kill(0) inside reaches no other command */
