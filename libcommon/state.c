@@ -227,23 +227,6 @@ ssize_t dsec_read_file(int dirfd, const char *name, size_t max, char **out, stru
 	return (ssize_t)len;
 }
 
-int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err)
-{
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	int op = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
-
-	if (fd < 0)
-		return dsec_err_sys(err, "open lock '%s'", path);
-	while (flock(fd, op) < 0) {
-		if (errno == EINTR)
-			continue;
-		dsec_err_sys(err, "lock '%s'", path);
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* Who holds the flock on fd, for a message: "pid 123 (dsec-spawn, stopped)" and so on, from
  * /proc/locks; "" when nothing is found. */
 static void lock_holders(int fd, char *out, size_t n)
@@ -289,6 +272,9 @@ int dsec_lock_until(const char *path, int exclusive, uint64_t wait_us, const cha
 
 	if (fd < 0)
 		return dsec_err_sys(err, "open lock '%s'", path);
+	/* nothing to say: a wait without end blocks in the kernel from the start */
+	if (!what && wait_us == UINT64_MAX)
+		op &= ~LOCK_NB;
 	for (;;) {
 		char who[400];
 
@@ -300,10 +286,11 @@ int dsec_lock_until(const char *path, int exclusive, uint64_t wait_us, const cha
 		if (e != EWOULDBLOCK || waited >= wait_us)
 			break;
 		if (!said && waited >= 1000000) {
-			lock_holders(fd, who, sizeof(who));
-			if (what)
+			if (what) {
+				lock_holders(fd, who, sizeof(who));
 				dsec_warnx("waiting for %s%s%s", what, who[0] ? ", held by " : "",
 					   who);
+			}
 			said = 1;
 			/* said so: a wait without end blocks in the kernel from here */
 			if (wait_us == UINT64_MAX)
@@ -312,18 +299,23 @@ int dsec_lock_until(const char *path, int exclusive, uint64_t wait_us, const cha
 		if (op & LOCK_NB)
 			poll(NULL, 0, 20);
 	}
-	if (e == EWOULDBLOCK) {
+	if (e == EWOULDBLOCK && what) {
 		char who[400];
 
 		lock_holders(fd, who, sizeof(who));
-		dsec_err_set(err, EWOULDBLOCK, "%s is busy%s%s", what ? what : path,
-			     who[0] ? ", held by " : "", who);
+		dsec_err_set(err, EWOULDBLOCK, "%s is busy%s%s", what, who[0] ? ", held by " : "",
+			     who);
 	} else {
 		errno = e;
 		dsec_err_sys(err, "lock '%s'", path);
 	}
 	close(fd);
 	return -1;
+}
+
+int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err)
+{
+	return dsec_lock_until(path, exclusive, wait ? UINT64_MAX : 0, NULL, err);
 }
 
 static int rmtree_fd(int pfd, const char *name, dev_t dev, int depth, struct dsec_err *err)

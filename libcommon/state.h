@@ -49,9 +49,10 @@ uint64_t dsec_meminfo(const char *key);
  * exclusive: LOCK_EX, else LOCK_SH. Returns the fd holding the lock (close it to release) or -1. */
 int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err);
 
-/* dsec_lock waiting at most wait_us (0: not at all, UINT64_MAX: for good). A wait past a
- * second says on stderr once "waiting for WHAT, held by pid N (dsec-spawn, stopped)" (WHAT
- * NULL: quiet); one that runs out fails with EWOULDBLOCK and a message naming the holders. */
+/* dsec_lock waiting at most wait_us (0: not at all, UINT64_MAX: for good; dsec_lock is this
+ * with WHAT NULL). A wait past a second says on stderr once "waiting for WHAT, held by pid N
+ * (dsec-spawn, stopped)" (WHAT NULL: quiet, and a wait for good blocks in the kernel at once);
+ * one that runs out fails with EWOULDBLOCK, and with WHAT a message naming the holders. */
 int dsec_lock_until(const char *path, int exclusive, uint64_t wait_us, const char *what,
 		    struct dsec_err *err);
 
