@@ -894,37 +894,36 @@ int dsec_cgroup_pause_stale(const struct dsec_sandbox *sb)
 	return dsec_proc_start_time(pid) != start;
 }
 
-int dsec_cgroup_pause(const struct dsec_sandbox *sb, int on, struct dsec_err *err)
-{
-	char path[PATH_MAX], buf[64];
-	int n;
-
-	mark_path(sb, path, sizeof(path));
-	if (!on) {
-		if (dsec_cgroup_freeze(sb, 0, err) < 0)
-			return -1;
-		unlink(path);
-		return 0;
-	}
-	n = snprintf(buf, sizeof(buf), "%d %llu\n", (int)getpid(), dsec_proc_start_time(0));
-	if (dsec_write_atomic(AT_FDCWD, path, buf, (size_t)n, 0600, 0, err) < 0)
-		return -1;
-	if (dsec_cgroup_frozen(sb) == 1) /* a pause of a killed tool, taken over */
-		return 0;
-	if (dsec_cgroup_freeze(sb, 1, err) < 0) {
-		dsec_cgroup_freeze(sb, 0, NULL);
-		unlink(path);
-		return -1;
-	}
-	return 0;
-}
-
 void dsec_cgroup_pause_drop(const struct dsec_sandbox *sb)
 {
 	char path[PATH_MAX];
 
 	mark_path(sb, path, sizeof(path));
 	unlink(path);
+}
+
+int dsec_cgroup_pause(const struct dsec_sandbox *sb, int on, struct dsec_err *err)
+{
+	char path[PATH_MAX], buf[64];
+	int n;
+
+	if (!on) {
+		if (dsec_cgroup_freeze(sb, 0, err) < 0)
+			return -1;
+		dsec_cgroup_pause_drop(sb);
+		return 0;
+	}
+	mark_path(sb, path, sizeof(path));
+	n = snprintf(buf, sizeof(buf), "%d %llu\n", (int)getpid(), dsec_proc_start_time(0));
+	if (dsec_write_atomic(AT_FDCWD, path, buf, (size_t)n, 0600, 0, err) < 0)
+		return -1;
+	/* a pause of a killed tool is taken over as it is */
+	if (dsec_cgroup_frozen(sb) != 1 && dsec_cgroup_freeze(sb, 1, err) < 0) {
+		dsec_cgroup_freeze(sb, 0, NULL);
+		dsec_cgroup_pause_drop(sb);
+		return -1;
+	}
+	return 0;
 }
 
 int dsec_cgroup_pause_orphan(const struct dsec_sandbox *sb, struct dsec_err *err)
