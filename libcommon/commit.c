@@ -84,6 +84,7 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 		u.uid = sb.uid_base;
 		u.gid = sb.gid_base;
 		u.count = sb.id_count;
+		u.root = sb.root_uid;
 	}
 	u.hostname = sb.hostname;
 	u.resolv = sb.net == DSEC_NET_HOST ? dsec_host_resolv() : NULL;

@@ -319,7 +319,7 @@ static int open_tty(struct exec_ctx *c, struct dsec_err *err)
 	pts = ioctl(ptm, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (pts < 0)
 		return dsec_err_sys(err, "open the pty peer");
-	if (c->t->sb.userns && fchown(pts, c->t->sb.uid_base, c->t->sb.gid_base) < 0)
+	if (c->t->sb.userns && fchown(pts, c->t->sb.root_uid, c->t->sb.gid_base) < 0)
 		return dsec_err_sys(err, "give the pty to the sandbox's root");
 	if (c->s->ws.ws_row && ioctl(pts, TIOCSWINSZ, &c->s->ws) < 0)
 		return dsec_err_sys(err, "set the window size");
@@ -591,7 +591,7 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 		dsec_err_sys(&err, "%s: setns", c->t->sb.id);
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
-	/* In a user namespace, become its root (host uid_base), not the unmapped overflow uid.
+	/* In a user namespace, become its root (host root_uid), not the unmapped overflow uid.
 	 * Raw system calls: libc's would signal the caller's threads (setxid broadcast) from a
 	 * child that may share its memory. */
 	if (c->t->sb.userns) {

@@ -22,6 +22,7 @@
  * root may read) is not taken, so nothing the sandbox could not read comes back to it. */
 static char *read_db(const struct dsec_sandbox *sb, const char *path, int *too_big)
 {
+	struct dsec_idmap m = dsec_sandbox_idmap(sb);
 	struct stat st;
 	char *buf = NULL;
 	size_t len = 0;
@@ -33,9 +34,7 @@ static char *read_db(const struct dsec_sandbox *sb, const char *path, int *too_b
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (sb->userns &&
-	     (st.st_uid < sb->uid_base || st.st_uid - sb->uid_base >= sb->id_count)) ||
-	    !(buf = malloc(DB_MAX + 1)))
+	    (sb->userns && dsec_idmap_inside(&m, st.st_uid) < 0) || !(buf = malloc(DB_MAX + 1)))
 		goto fail;
 	while (len < DB_MAX && (n = read(fd, buf + len, DB_MAX - len)) > 0)
 		len += (size_t)n;

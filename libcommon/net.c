@@ -745,7 +745,7 @@ static int write_hosts(const struct dsec_sandbox *sb, const char *lines, struct 
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		rc = dsec_err_set(err, EINVAL, "/etc/hosts in the sandbox: not a regular file");
 	} else if (st.st_size == 0 && st.st_uid == 0 && sb->userns &&
-		   fchown(fd, sb->uid_base, sb->gid_base) < 0) {
+		   fchown(fd, sb->root_uid, sb->gid_base) < 0) {
 		rc = dsec_err_sys(err, "chown /etc/hosts in the sandbox");
 	} else if ((st.st_size == 0 && write(fd, head, sizeof(head) - 1) != sizeof(head) - 1) ||
 		   write(fd, lines, n) != (ssize_t)n) {
@@ -798,7 +798,7 @@ static int write_resolv(const struct dsec_sandbox *sb, const struct dsec_net_pol
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		rc = dsec_err_set(err, EINVAL,
 				  "/etc/resolv.conf in the sandbox: not a regular file");
-	else if (st.st_uid == 0 && sb->userns && fchown(fd, sb->uid_base, sb->gid_base) < 0)
+	else if (st.st_uid == 0 && sb->userns && fchown(fd, sb->root_uid, sb->gid_base) < 0)
 		rc = dsec_err_sys(err, "chown /etc/resolv.conf in the sandbox");
 	else if (dsec_write_all(fd, text, len) < 0)
 		rc = dsec_err_sys(err, "write /etc/resolv.conf in the sandbox");

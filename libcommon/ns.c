@@ -78,8 +78,9 @@ static ssize_t read_full(int fd, void *buf, size_t n)
 }
 
 /* The template's id mapping. Its name changes with what a template holds, so that one made
- * by an older dsec (without /n, say) is not current and gets replaced. */
-#define IDMAP_FILE "idmap-k"
+ * by an older dsec (without /n, say, or with its layers idmapped) is not current and gets
+ * replaced. */
+#define IDMAP_FILE "idmap-r"
 
 /* In the template: hide the host's network interfaces in sysfs copy ROOT under the mask dir
  * /m: the net dir of every device ROOT/class/net names (links like
@@ -410,31 +411,17 @@ static void layer_mnt_name(const char *layer_id, char *buf, size_t n)
 	snprintf(buf, n, "/l/%.*s", LAYER_MNT_HEX, dsec_layer_hex(layer_id));
 }
 
-/* Helper process: detached mounts made here, then attached inside the template. */
-static void layers_child(const struct dsec_image *img, const int *need, int tmplfd,
-			 const struct dsec_idmap *map, int out)
+/* Helper process: detached mounts made here, then attached inside the template. Without an id
+ * mapping: each sandbox with a user namespace mounts idmapped copies with its own over them. */
+static void layers_child(const struct dsec_image *img, const int *need, int tmplfd, int out)
 {
 	struct dsec_err err = {0};
-	int fds[DSEC_MAX_LAYERS], usfd = -1;
+	int fds[DSEC_MAX_LAYERS];
 
-	if (map->count && (usfd = dsec_userns_fd(map, &err)) < 0)
-		goto fail;
 	for (unsigned i = 0; i < img->n; i++) {
-		struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP,
-					  .userns_fd = (unsigned)usfd};
-
 		fds[i] = -1;
 		if (need[i] && (fds[i] = layer_mount_fd(&img->layer[i], &err)) < 0)
 			goto fail;
-		if (fds[i] >= 0 && usfd >= 0 &&
-		    mount_setattr(fds[i], "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
-			dsec_err_sys(
-			    &err,
-			    "idmap layer '%s' (its filesystem may not support idmapped "
-			    "mounts; DSEC_USERNS=0 runs sandboxes without user namespaces)",
-			    img->layer[i].id);
-			goto fail;
-		}
 	}
 	if (setns(tmplfd, CLONE_NEWNS) < 0) {
 		dsec_err_sys(&err, "enter template");
@@ -471,7 +458,6 @@ int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct ds
 	char dir[PATH_MAX], lock[PATH_MAX], marker[PATH_MAX];
 	int need[DSEC_MAX_LAYERS], nneed = 0, lfd, pfd[2], status, rc = -1;
 	struct dsec_err cerr;
-	struct dsec_idmap map;
 	pid_t pid;
 
 	template_dir(p, dir, "layers");
@@ -496,7 +482,7 @@ int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct ds
 		close(lfd);
 		return 0;
 	}
-	if (dsec_mkdir_p(dir, 0700, err) < 0 || dsec_template_idmap(p, &map, err) < 0)
+	if (dsec_mkdir_p(dir, 0700, err) < 0)
 		goto out;
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		dsec_err_sys(err, "pipe");
@@ -511,7 +497,7 @@ int dsec_template_layers(const struct dsec_paths *p, int tmplfd, const struct ds
 	}
 	if (pid == 0) {
 		close(pfd[0]);
-		layers_child(img, need, tmplfd, &map, pfd[1]);
+		layers_child(img, need, tmplfd, pfd[1]);
 	}
 	close(pfd[1]);
 	if (read_full(pfd[0], &cerr, sizeof(cerr)) == sizeof(cerr)) {
@@ -567,11 +553,12 @@ int dsec_rootfs_overlay_opts(const struct dsec_image *img, struct dsec_rootfs_sp
 		return dsec_err_set(err, EINVAL, "image '%s' has no layers", img->name);
 	len += (size_t)snprintf(s + len, n - len, "lowerdir=");
 	for (unsigned i = img->n; i-- > 0 && len < n;) {
-		char mnt[64];
+		char *mnt = spec->layer_mnt[i];
 
-		layer_mnt_name(img->layer[i].id, mnt, sizeof(mnt));
+		layer_mnt_name(img->layer[i].id, mnt, sizeof(spec->layer_mnt[i]));
 		len += (size_t)snprintf(s + len, n - len, "%s%s", mnt, i ? ":" : "");
 	}
+	spec->nlayers = img->n;
 	if (len < n)
 		len += (size_t)snprintf(s + len, n - len, ",upperdir=/sb/u,workdir=/sb/w");
 	if (len >= n - 1)
@@ -729,7 +716,7 @@ static int net_sysctls(const struct dsec_idmap *m, struct dsec_err *err)
 
 static int own(const char *path, const struct dsec_idmap *m, struct dsec_err *err)
 {
-	if (m->count && chown(path, m->uid, m->gid) < 0)
+	if (m->count && chown(path, m->root, m->gid) < 0)
 		return dsec_err_sys(err, "chown '%s'", path);
 	return 0;
 }
@@ -812,7 +799,7 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 				    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 			if (fd < 0 || dsec_write_all(fd, head, sizeof(head) - 1) < 0 ||
 			    dsec_write_all(fd, line, (size_t)len) < 0 ||
-			    (spec->map.count && fchown(fd, spec->map.uid, spec->map.gid) < 0))
+			    (spec->map.count && fchown(fd, spec->map.root, spec->map.gid) < 0))
 				rc = dsec_err_sys(err, "make /etc/hosts");
 			if (fd >= 0)
 				close(fd);
@@ -833,8 +820,8 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 			    0644);
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 		    dsec_write_all(fd, spec->resolv, strlen(spec->resolv)) < 0 ||
-		    (spec->map.count && st.st_uid != spec->map.uid &&
-		     fchown(fd, spec->map.uid, spec->map.gid) < 0))
+		    (spec->map.count && st.st_uid != spec->map.root &&
+		     fchown(fd, spec->map.root, spec->map.gid) < 0))
 			rc = dsec_err_sys(err, "write /etc/resolv.conf");
 		if (fd >= 0)
 			close(fd);
@@ -920,6 +907,39 @@ int dsec_rootfs_rename_host(pid_t pid, const char *old, const char *name, struct
 	return rc;
 }
 
+/* In the sandbox's copy of the template: an idmapped copy of each layer mounted with the
+ * sandbox's user namespace over the template's (~10 us a layer), so that a layer's root is the
+ * sandbox's own root on the host (userns.h). */
+static int idmap_layers(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
+{
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP,
+				  .userns_fd = (unsigned)spec->userns_fd};
+
+	for (unsigned i = 0; i < spec->nlayers; i++) {
+		const char *mnt = spec->layer_mnt[i];
+		int fd = open_tree(AT_FDCWD, mnt, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+
+		if (fd < 0)
+			return dsec_err_sys(err, "clone layer mount '%s'", mnt);
+		if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+			dsec_err_sys(
+			    err,
+			    "idmap layer '%s' (its filesystem may not support idmapped "
+			    "mounts; DSEC_USERNS=0 runs sandboxes without user namespaces)",
+			    mnt + 3);
+			close(fd);
+			return -1;
+		}
+		if (move_mount(fd, "", AT_FDCWD, mnt, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+			dsec_err_sys(err, "mount idmapped layer on '%s'", mnt);
+			close(fd);
+			return -1;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
 int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 {
 	char opts[160];
@@ -943,6 +963,8 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 		return dsec_err_sys(err, "enter template mount namespace");
 	if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) < 0)
 		return dsec_err_sys(err, "unshare mount and cgroup namespaces");
+	if (spec->userns_fd >= 0 && idmap_layers(spec, err) < 0)
+		return -1;
 	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%llu",
 		 (unsigned long long)spec->disk, (unsigned long long)inodes);
 	/* not nodev: it holds /dev's nodes (the sandbox gets no CAP_MKNOD to add any) */

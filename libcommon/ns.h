@@ -49,11 +49,14 @@ struct dsec_rootfs_spec {
 	const char *hostname;    /* NULL: leave */
 	const char *resolv;      /* --net host: the node's resolv.conf, for /etc/resolv.conf */
 	int loopback;            /* bring lo up (own network namespace) */
-	struct dsec_idmap map;   /* the sandbox's root on the host (count 0: no user namespace) */
-	int ncg;                 /* its own cgroup dirs, shown read-only at /sys/fs/cgroup: */
-	int cg_own;              /* the first cg_own are dsec's (the others may be missing) */
-	const char *cg_dir[8];   /* host paths */
-	const char *cg_name[8];  /* v1: the hierarchy's name there; v2: NULL (the dir is it) */
+	struct dsec_idmap map;   /* the sandbox's ids on the host (count 0: no user namespace) */
+	int userns_fd;           /* its user namespace, for its idmapped layers; -1: none */
+	unsigned nlayers;        /* the layers' mount points in the template, bottom first */
+	char layer_mnt[DSEC_MAX_LAYERS][40];
+	int ncg;                /* its own cgroup dirs, shown read-only at /sys/fs/cgroup: */
+	int cg_own;             /* the first cg_own are dsec's (the others may be missing) */
+	const char *cg_dir[8];  /* host paths */
+	const char *cg_name[8]; /* v1: the hierarchy's name there; v2: NULL (the dir is it) */
 };
 
 /* Open the template mount namespace of this run dir, creating it when missing or stale. Takes

@@ -28,7 +28,8 @@ int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opt
 
 /* How dsec_tar_upper_write reads an overlay's upper dir. */
 struct dsec_tar_upper {
-	unsigned long uid, gid, count; /* host ids of the sandbox's root; count 0: no shift */
+	unsigned long uid, gid, count; /* the sandbox's id range (userns.h); count 0: no shift */
+	unsigned long root;            /* host uid of its root (0: uid) */
 	const char *hostname;          /* its line in etc/hosts (ns.h) is dsec's: left out */
 	const char *resolv;            /* --net host: an etc/resolv.conf of this text is left out
 					* (as is the one dsec writes for --net nat, ns.h) */

@@ -192,9 +192,9 @@ json_t *dsec_sandbox_to_json(const struct dsec_sandbox *sb)
 	if (sb->userns)
 		json_object_set_new(
 		    o, "userns",
-		    json_pack("{s:I, s:I, s:I, s:I}", "uid", (json_int_t)sb->uid_base, "gid",
+		    json_pack("{s:I, s:I, s:I, s:I, s:I}", "uid", (json_int_t)sb->uid_base, "gid",
 			      (json_int_t)sb->gid_base, "count", (json_int_t)sb->id_count, "owner",
-			      (json_int_t)sb->owner));
+			      (json_int_t)sb->owner, "root", (json_int_t)sb->root_uid));
 	else
 		json_object_set_new(o, "userns", json_null());
 	dsec_res_to_json(sb, o);
@@ -273,6 +273,10 @@ int dsec_sandbox_parse(json_t *o, struct dsec_sandbox *sb, struct dsec_err *err)
 		sb->gid_base = (gid_t)json_integer_value(json_object_get(v, "gid"));
 		sb->id_count = (unsigned)json_integer_value(json_object_get(v, "count"));
 		sb->owner = (uid_t)json_integer_value(json_object_get(v, "owner"));
+		/* a state of an older dsec: root inside was the range's first uid */
+		sb->root_uid = json_is_integer(json_object_get(v, "root"))
+				   ? (uid_t)json_integer_value(json_object_get(v, "root"))
+				   : sb->uid_base;
 	}
 	dsec_res_from_json(o, sb);
 	return 0;
@@ -535,14 +539,14 @@ static int cached_template = -1;
 /* What the sandbox's first process gets. It shares our memory (CLONE_VM) and we sleep until it
  * execs the holder or dies (CLONE_VFORK), so it writes its error straight into err. */
 struct child_arg {
-	const struct dsec_rootfs_spec *spec;
+	struct dsec_rootfs_spec *spec; /* ours to finish: the user namespace is made here */
 	const struct dsec_sandbox *sb;
 	int hfd;
 	int usock; /* user namespace: the holder's end of the handshake, passed as its fd 3 */
 	unsigned long owner_base; /* user namespace: first uid of dsec's owners, 0 none */
 	unsigned long owner;      /* the uid chosen: owner_base + its host pid, 0 none */
-	char owner_arg[24];       /* the same, as the holder's argv[2] */
 	unsigned long long start; /* its start time (proc_stat), read by itself */
+	uint64_t tc[4]; /* -vv: when it began, began its user namespace, its rootfs, ended that */
 	struct dsec_err err;
 };
 
@@ -556,17 +560,18 @@ static int child_main(void *argp)
 	rlim_t nf = DSEC_NOFILE_OF(a->sb->limits.nofile);
 	struct rlimit nofile = {nf, nf};
 	struct dsec_err *err = &a->err;
-	char *argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL, NULL};
+	char *argv[] = {(char *)"dsec-holder", (char *)a->sb->id, NULL};
 	char *const envp[] = {NULL};
-	int fd, tmpfs, usock, hfd;
+	int fd, tmpfs, usock, usfd = -1, hfd;
 
+	a->tc[0] = dsec_verbose > 1 ? dsec_now_us() : 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* a session of its own: a signal to the caller's process group or session (timeout -s
 	 * KILL, a shell's kill -9 -PGID, a terminal's hangup) must not end a sandbox already handed
 	 * out; until the exec, the death signal still takes it with us */
 	setsid();
-	/* the owner of its user namespace (holder.c): one uid per live holder, by its host pid,
-	 * which /proc/self names (we are pid 1 of our own namespace by now) */
+	/* the owner of its user namespace and its root there (userns.h): one uid per live holder,
+	 * by its host pid, which /proc/self names (we are pid 1 of our own namespace by now) */
 	if (a->owner_base) {
 		char self[24];
 		ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
@@ -579,9 +584,11 @@ static int child_main(void *argp)
 			goto fail;
 		}
 		a->owner = a->owner_base + pid;
-		snprintf(a->owner_arg, sizeof(a->owner_arg), "%lu", a->owner);
-		argv[2] = a->owner_arg;
 	}
+	/* the sandbox's user namespace (userns.h), made by a child while we go on; it is pid 2
+	 * of our namespace, so it dies with us */
+	if (a->usock >= 0 && dsec_userns_start(a->owner, err) < 0)
+		goto fail;
 	/* before anything else, so that its cgroup namespace is rooted there (v2 as v1: clone3's
 	 * CLONE_INTO_CGROUP would need a clone3 wrapper for a child on its own stack) */
 	if (dsec_cgroup_attach(a->sb, 0, err) < 0)
@@ -600,18 +607,35 @@ static int child_main(void *argp)
 	/* the sandbox's descriptor limit (nofile.h), the holder's and so that of anything it ever
 	 * starts; refused only when raising a lower hard limit of ours, which then stays */
 	setrlimit(RLIMIT_NOFILE, &nofile);
+	/* the user namespace's maps, root the sandbox's own uid, before the rootfs: its layers
+	 * are mounted idmapped with it (the spec is ours to fill in: dsec-spawn sets it afresh
+	 * for every sandbox) */
+	a->spec->userns_fd = -1;
+	a->tc[1] = dsec_verbose > 1 ? dsec_now_us() : 0;
+	if (a->usock >= 0) {
+		a->spec->map.root = (uid_t)(a->owner ? a->owner : a->spec->map.uid);
+		if ((usfd = dsec_userns_finish(&a->spec->map, err)) < 0)
+			goto fail;
+		a->spec->userns_fd = usfd;
+	}
+	a->tc[2] = dsec_verbose > 1 ? dsec_now_us() : 0;
 	if ((tmpfs = dsec_rootfs_setup(a->spec, err)) < 0)
 		goto fail;
+	a->tc[3] = dsec_verbose > 1 ? dsec_now_us() : 0;
+	if (a->usock >= 0)
+		dsec_userns_reap(); /* long gone by now: it ran on our memory, which exec leaves */
 	syscall(SYS_close_range, 0U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
-	/* what the holder gets: fd 3, in a user namespace, the handshake socket (it moves itself
-	 * into a new user namespace, says so and waits there until we have written its id maps);
-	 * fd 4, the sandbox's tmpfs, which dsec-layer commit reads the upper dir from. Moved up
-	 * first so that neither dup2 closes the other. */
+	/* what the holder gets: with a user namespace, fd 5, the namespace, and fd 3, the socket
+	 * it says 'u' on once it has joined it (holder.c); fd 4, the sandbox's tmpfs, which
+	 * dsec-layer commit reads the upper dir from. Moved up first so that no dup2 closes
+	 * another. */
 	hfd = fcntl(a->hfd, F_DUPFD_CLOEXEC, 10);
 	tmpfs = fcntl(tmpfs, F_DUPFD_CLOEXEC, 10);
 	usock = a->usock >= 0 ? fcntl(a->usock, F_DUPFD_CLOEXEC, 10) : -1;
-	if (hfd < 0 || tmpfs < 0 || (a->usock >= 0 && usock < 0) ||
-	    (usock >= 0 && dup2(usock, 3) < 0) || dup2(tmpfs, DSEC_HOLDER_TMPFS_FD) < 0) {
+	usfd = usfd >= 0 ? fcntl(usfd, F_DUPFD_CLOEXEC, 10) : -1;
+	if (hfd < 0 || tmpfs < 0 || (a->usock >= 0 && (usock < 0 || usfd < 0)) ||
+	    (usock >= 0 && (dup2(usock, 3) < 0 || dup2(usfd, 5) < 0)) ||
+	    dup2(tmpfs, DSEC_HOLDER_TMPFS_FD) < 0) {
 		dsec_err_sys(err, "pass descriptors to holder");
 		goto fail;
 	}
@@ -619,6 +643,8 @@ static int child_main(void *argp)
 	syscall(SYS_execveat, hfd, "", argv, envp, AT_EMPTY_PATH);
 	dsec_err_sys(err, "exec holder");
 fail:
+	if (a->usock >= 0)
+		dsec_userns_reap();
 	if (!err->errnum)
 		err->errnum = EIO;
 	_exit(127);
@@ -698,10 +724,9 @@ out:
 	return rc;
 }
 
-/* The holder's side of the user namespace handshake (holder.c): it says 'u' once it has its
- * new user namespace; we write the maps and answer. Bounded wait: a holder that hangs is
- * killed by the caller's error path. */
-static int userns_handshake(int sock, pid_t pid, const struct dsec_idmap *m, struct dsec_err *err)
+/* The holder says 'u' once it is root of its user namespace (holder.c). Bounded wait: a holder
+ * that hangs is killed by the caller's error path. */
+static int userns_handshake(int sock, struct dsec_err *err)
 {
 	struct pollfd pfd = {.fd = sock, .events = POLLIN};
 	char c = 0;
@@ -712,10 +737,6 @@ static int userns_handshake(int sock, pid_t pid, const struct dsec_idmap *m, str
 	while (r < 0 && errno == EINTR);
 	if (r <= 0 || read(sock, &c, 1) != 1 || c != 'u')
 		return dsec_err_set(err, EIO, "holder did not enter its user namespace");
-	if (dsec_userns_map(pid, m, err) < 0)
-		return -1;
-	if (write(sock, "g", 1) != 1)
-		return dsec_err_sys(err, "release holder");
 	return 0;
 }
 
@@ -766,9 +787,11 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		/* a read-only /etc/subuid that holds dsec's range but no owners' block: the
 		 * sandboxes still run, owned by root as before, and say what they lack */
 		if (map.count && dsec_userns_owners(&owner_base, &oerr) < 0) {
-			dsec_warnx("user namespace owners: %s: every sandbox shares host root's "
-				   "per-user limits (inotify instances)",
-				   oerr.msg);
+			dsec_warnx(
+			    "user namespace owners: %s: every sandbox's root is one host "
+			    "uid, which shares its per-user limits (inotify instances, epoll "
+			    "watches, descriptors in flight) with every other's",
+			    oerr.msg);
 			owner_base = 0;
 		}
 		have_map = 1;
@@ -827,6 +850,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	}
 	sb->holder_pid = pid;
 	sb->owner = (uid_t)arg.owner;
+	sb->root_uid = spec.map.root;
 	sb->holder_start = arg.start ? arg.start : dsec_proc_start_time(pid);
 	sb->created_us = dsec_wall_us();
 	if (us[1] >= 0) {
@@ -838,7 +862,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 		goto fail;
 	published = 1;
 	if (us[0] >= 0) {
-		if (userns_handshake(us[0], pid, &map, err) < 0)
+		if (userns_handshake(us[0], err) < 0)
 			goto fail;
 		close(us[0]);
 		us[0] = -1;
@@ -850,10 +874,14 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	T(3);
 	close(pidfd);
 	if (dsec_verbose > 1)
-		dsec_infox("%s: µs: prepare %llu, cgroup %llu, clone+rootfs+exec %llu, state %llu",
-			   sb->id, (unsigned long long)(t[0] - t0),
-			   (unsigned long long)(t[1] - t[0]), (unsigned long long)(t[2] - t[1]),
-			   (unsigned long long)(t[3] - t[2]));
+		dsec_infox(
+		    "%s: µs: prepare %llu, cgroup %llu, clone+rootfs+exec %llu (clone %llu, "
+		    "start %llu, user namespace %llu, rootfs %llu), state %llu",
+		    sb->id, (unsigned long long)(t[0] - t0), (unsigned long long)(t[1] - t[0]),
+		    (unsigned long long)(t[2] - t[1]), (unsigned long long)(arg.tc[0] - t[1]),
+		    (unsigned long long)(arg.tc[1] - arg.tc[0]),
+		    (unsigned long long)(arg.tc[2] - arg.tc[1]),
+		    (unsigned long long)(arg.tc[3] - arg.tc[2]), (unsigned long long)(t[3] - t[2]));
 	return 0;
 fail:
 	dsec_err_wrap(err, "%s", sb->id);

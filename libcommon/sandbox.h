@@ -55,6 +55,7 @@
 #include "err.h"
 #include "state.h"
 #include "store.h"
+#include "userns.h"
 
 #define DSEC_ID_MAX 32       /* "sb-" + 12 hex, room to grow */
 #define DSEC_HOSTNAME_MAX 64 /* HOST_NAME_MAX */
@@ -133,10 +134,11 @@ struct dsec_sandbox {
 	struct dsec_cgroup cg;
 	enum dsec_net net;
 	int userns;     /* 1 when the sandbox has its own user namespace */
-	uid_t uid_base; /* host uid of root inside (userns only) */
-	gid_t gid_base;
+	uid_t uid_base; /* userns only (userns.h): host uid of uid 1 inside, less 1 */
+	gid_t gid_base; /* host gid of gid 0 inside */
 	unsigned id_count;
 	uid_t owner;              /* host uid owning its user namespace (userns.h), 0: host root */
+	uid_t root_uid;           /* host uid of root inside: the owner, or uid_base */
 	char dir[PATH_MAX];       /* $DSEC_RUN/sandboxes/<id> */
 	struct dsec_requests req; /* resource.h; in the state as "requests" */
 	enum dsec_class cls;      /* in the state as "class" */
@@ -155,6 +157,20 @@ int dsec_sandbox_id_ok(const char *id);
 
 /* A new random id "sb-<12 hex>" into buf (at least DSEC_ID_MAX). 0 or -1. */
 int dsec_sandbox_new_id(char *buf, struct dsec_err *err);
+
+/* The sandbox's id mapping (count 0: no user namespace). */
+static inline struct dsec_idmap dsec_sandbox_idmap(const struct dsec_sandbox *sb)
+{
+	struct dsec_idmap m = {0};
+
+	if (sb->userns) {
+		m.uid = sb->uid_base;
+		m.gid = sb->gid_base;
+		m.count = sb->id_count;
+		m.root = sb->root_uid;
+	}
+	return m;
+}
 
 /* Read $DSEC_RUN/sandboxes/<id>/sandbox.json into sb (zeroed first). Returns 0; -1 with
  * errnum ENOENT when there is no such sandbox, EINVAL for a malformed id or file. On success

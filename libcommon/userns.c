@@ -7,8 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <linux/securebits.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -239,14 +243,13 @@ out:
 	return rc;
 }
 
-static int write_map(pid_t pid, const char *file, unsigned long base, unsigned count,
+static int write_map(unsigned long pid, const char *file, const char *buf, int n,
 		     struct dsec_err *err)
 {
-	char path[64], buf[64];
-	int fd, n;
+	char path[64];
+	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-	n = snprintf(buf, sizeof(buf), "0 %lu %u\n", base, count);
+	snprintf(path, sizeof(path), "/proc/%lu/%s", pid, file);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return dsec_err_sys(err, "open '%s'", path);
@@ -259,49 +262,112 @@ static int write_map(pid_t pid, const char *file, unsigned long base, unsigned c
 	return 0;
 }
 
-int dsec_userns_map(pid_t pid, const struct dsec_idmap *m, struct dsec_err *err)
+/* What the maker of a user namespace and its child share (one at a time per process). */
+struct maker {
+	int state; /* 0 starting, 1 in its namespace, 2 to exit, -1 failed (errnum) */
+	int errnum;
+	unsigned long owner, host_pid;
+	pid_t pid;
+};
+
+static struct maker mk;
+static char mk_stack[16384] __attribute__((aligned(16)));
+
+static long futex(int *addr, int op, int val)
 {
-	if (write_map(pid, "uid_map", m->uid, m->count, err) < 0 ||
-	    write_map(pid, "gid_map", m->gid, m->count, err) < 0)
-		return -1;
+	return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
+}
+
+/* The child: raw system calls only (it shares our memory, and errno with it), then it waits in
+ * its new namespace until told to exit. Its effective uid is the owner's, its capabilities kept
+ * (no set*id fixup): the namespace belongs to that uid. */
+static int maker_child(void *arg)
+{
+	struct maker *k = arg;
+	char self[24];
+	long n, e = 0;
+
+	if (k->owner &&
+	    (syscall(SYS_prctl, PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0 ||
+	     syscall(SYS_setresuid, -1, k->owner, -1) < 0))
+		e = 1;
+	/* its pid in our /proc, which is not its own pid namespace's when we are pid 1 of one */
+	n = e ? -1 : syscall(SYS_readlinkat, AT_FDCWD, "/proc/self", self, sizeof(self) - 1);
+	for (long i = 0; i < n && self[i] >= '0' && self[i] <= '9'; i++)
+		k->host_pid = k->host_pid * 10 + (unsigned long)(self[i] - '0');
+	if (e || n <= 0 || syscall(SYS_unshare, CLONE_NEWUSER) < 0) {
+		k->errnum = n == 0 ? EIO : errno;
+		__atomic_store_n(&k->state, -1, __ATOMIC_RELEASE);
+		futex(&k->state, FUTEX_WAKE, 1);
+		syscall(SYS_exit, 1);
+	}
+	__atomic_store_n(&k->state, 1, __ATOMIC_RELEASE);
+	futex(&k->state, FUTEX_WAKE, 1);
+	while (__atomic_load_n(&k->state, __ATOMIC_ACQUIRE) == 1)
+		futex(&k->state, FUTEX_WAIT, 1);
+	syscall(SYS_exit, 0);
 	return 0;
 }
 
-int dsec_userns_fd(const struct dsec_idmap *m, struct dsec_err *err)
+int dsec_userns_start(unsigned long owner, struct dsec_err *err)
 {
-	char path[64], c = 0;
-	int p[2], fd = -1;
-	pid_t pid;
+	memset(&mk, 0, sizeof(mk));
+	mk.owner = owner;
+	mk.pid = clone(maker_child, mk_stack + sizeof(mk_stack), CLONE_VM | SIGCHLD, &mk);
+	if (mk.pid < 0)
+		return dsec_err_sys(err, "clone");
+	return 0;
+}
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return dsec_err_sys(err, "pipe");
-	pid = fork();
-	if (pid < 0) {
-		dsec_err_sys(err, "fork");
-		close(p[0]);
-		close(p[1]);
+int dsec_userns_finish(const struct dsec_idmap *m, struct dsec_err *err)
+{
+	char buf[96], path[64];
+	int fd = -1, n, st;
+
+	while ((st = __atomic_load_n(&mk.state, __ATOMIC_ACQUIRE)) == 0)
+		futex(&mk.state, FUTEX_WAIT, 0);
+	if (st < 0) {
+		dsec_err_set(err, mk.errnum, "cannot create a user namespace");
 		return -1;
 	}
-	if (pid == 0) {
-		close(p[0]);
-		c = unshare(CLONE_NEWUSER) == 0 ? 'u' : 'e';
-		if (write(p[1], &c, 1) < 0)
-			_exit(1);
-		pause(); /* until killed: the namespace lives while we do */
-		_exit(0);
-	}
-	close(p[1]);
-	if (read(p[0], &c, 1) != 1 || c != 'u')
-		dsec_err_set(err, EPERM, "cannot create a user namespace");
-	else if (dsec_userns_map(pid, m, err) == 0) {
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			dsec_err_sys(err, "open '%s'", path);
-	}
-	close(p[0]);
-	kill(pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+	if (m->root && m->root != m->uid)
+		n = snprintf(buf, sizeof(buf), "0 %lu 1\n1 %lu %u\n", (unsigned long)m->root,
+			     (unsigned long)m->uid + 1, m->count - 1);
+	else
+		n = snprintf(buf, sizeof(buf), "0 %lu %u\n", (unsigned long)m->uid, m->count);
+	if (write_map(mk.host_pid, "uid_map", buf, n, err) < 0)
+		goto out;
+	n = snprintf(buf, sizeof(buf), "0 %lu %u\n", (unsigned long)m->gid, m->count);
+	if (write_map(mk.host_pid, "gid_map", buf, n, err) < 0)
+		goto out;
+	snprintf(path, sizeof(path), "/proc/%lu/ns/user", mk.host_pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		dsec_err_sys(err, "open '%s'", path);
+out:
+	/* it exits while we go on; dsec_userns_reap collects it */
+	__atomic_store_n(&mk.state, 2, __ATOMIC_RELEASE);
+	futex(&mk.state, FUTEX_WAKE, 1);
+	return fd;
+}
+
+void dsec_userns_reap(void)
+{
+	if (mk.pid <= 0)
+		return;
+	kill(mk.pid, SIGKILL); /* when not finished; harmless once it has exited */
+	while (waitpid(mk.pid, NULL, __WALL) < 0 && errno == EINTR)
 		;
+	mk.pid = 0;
+}
+
+int dsec_userns_fd(const struct dsec_idmap *m, unsigned long owner, struct dsec_err *err)
+{
+	int fd;
+
+	if (dsec_userns_start(owner, err) < 0)
+		return -1;
+	fd = dsec_userns_finish(m, err);
+	dsec_userns_reap();
 	return fd;
 }

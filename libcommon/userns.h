@@ -1,11 +1,15 @@
 /* User namespaces: the host ids root inside a sandbox maps to.
  *
- * Every sandbox runs in a user namespace of its own whose ids 0..count-1 map to dsec's range
+ * Every sandbox runs in a user namespace of its own whose ids 1..count-1 map to dsec's range
  * of host ids: the entry named "dsec" in /etc/subuid and /etc/subgid, made on first use (the
  * first free 65536-aligned block at or above 100000 that no entry of either file overlaps) when
- * missing. Every sandbox gets the same range: the layers are mounted idmapped once per node with
- * it (EROFS, tmpfs and the dir-format layers' filesystems take idmapped mounts), so files owned
- * by root in a layer look owned by root inside and by an unprivileged uid on the host. */
+ * missing. Root inside is a host uid of its own, the owner of its namespace (below): the kernel
+ * counts some things per host uid alone (epoll watches, descriptors in flight over unix
+ * sockets, pipe buffers), and one sandbox's root must not use up another's. Groups are shared:
+ * gid 0..count-1 is the range's. The layers are mounted once per node without an id mapping
+ * and each sandbox gets idmapped copies of them with its own (EROFS, tmpfs and the dir-format
+ * layers' filesystems take idmapped mounts), so files owned by root in a layer look owned by
+ * root inside and by the sandbox's unprivileged root on the host. */
 #ifndef DSEC_USERNS_H
 #define DSEC_USERNS_H
 
@@ -18,10 +22,23 @@
 #define DSEC_SUBID_MIN 100000U
 
 struct dsec_idmap {
-	uid_t uid;      /* host uid of root inside */
-	gid_t gid;      /* host gid of root inside */
+	uid_t uid;      /* first host uid of the range: uid+i is uid i inside, for i >= 1 */
+	gid_t gid;      /* host gid of root inside; gid+i is gid i inside */
 	unsigned count; /* ids mapped; 0: no user namespace */
+	uid_t root;     /* host uid of root inside: uid when unset (0), or an owner uid */
 };
+
+/* The host uid of uid u inside, and the uid inside of host uid h (-1: not mapped). */
+static inline unsigned long dsec_idmap_host(const struct dsec_idmap *m, unsigned long u)
+{
+	return u == 0 && m->root ? m->root : m->uid + u;
+}
+static inline long dsec_idmap_inside(const struct dsec_idmap *m, unsigned long h)
+{
+	if (m->root && m->root != m->uid && (h == m->root || h == m->uid))
+		return h == m->root ? 0 : -1;
+	return h >= m->uid && h - m->uid < m->count ? (long)(h - m->uid) : -1;
+}
 
 /* dsec's range from /etc/subuid and /etc/subgid ($DSEC_SUBUID_FILE, $DSEC_SUBGID_FILE for
  * tests), appending an entry to both when either has none. 0 or -1. */
@@ -47,11 +64,18 @@ int dsec_subid_find(const char *text, const char *name, unsigned long *start, un
  * when missing. 0 or -1. */
 int dsec_userns_owners(unsigned long *base, struct dsec_err *err);
 
-/* Write m's mapping ("0 uid count", "0 gid count") into /proc/PID/{uid,gid}_map. 0 or -1. */
-int dsec_userns_map(pid_t pid, const struct dsec_idmap *m, struct dsec_err *err);
+/* An fd (O_CLOEXEC) of a new user namespace with mapping m ("0 root 1" and "1 uid+1 count-1"
+ * when m->root is another uid, else "0 uid count"; "0 gid count"), owned by host uid owner (0:
+ * by root), for setns and mount_setattr(MOUNT_ATTR_IDMAP). A short-lived child sharing our
+ * memory makes it: safe in a CLONE_VM child of a threaded process (no allocation, no libc
+ * set*id broadcast). -1 on error. */
+int dsec_userns_fd(const struct dsec_idmap *m, unsigned long owner, struct dsec_err *err);
 
-/* An fd (O_CLOEXEC) of a new user namespace with mapping m, for mount_setattr(MOUNT_ATTR_IDMAP).
- * Forks a short-lived child. -1 on error. */
-int dsec_userns_fd(const struct dsec_idmap *m, struct dsec_err *err);
+/* The same in three steps, so that the caller works while the child runs: start the child
+ * (owner is known by then), finish (write the maps, get the fd; the child then exits), and reap
+ * it before our memory goes (an exec, say). One at a time per process. */
+int dsec_userns_start(unsigned long owner, struct dsec_err *err);
+int dsec_userns_finish(const struct dsec_idmap *m, struct dsec_err *err);
+void dsec_userns_reap(void);
 
 #endif

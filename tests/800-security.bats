@@ -406,6 +406,22 @@ rec() {
 	wait
 }
 
+@test "descriptors in flight are counted per sandbox: one holding all it may leaves another all of its own" {
+	local B
+	B=$(spawn_probe)
+	# the kernel counts them per host uid (at most RLIMIT_NOFILE, 1024, then ETOOMANYREFS):
+	# each sandbox's root is a uid of its own
+	dsec-exec "$ID" probe inflight 8 >"$TESTDIR/a" &
+	for _ in $(seq 50); do [ -s "$TESTDIR/a" ] && break; sleep 0.1; done
+	[ "$(cat "$TESTDIR/a")" = "1250 ETOOMANYREFS" ] || { echo "A: $(cat "$TESTDIR/a")"; return 1; }
+	run dsec-exec "$B" probe inflight 0
+	[ "$output" = "1250 ETOOMANYREFS" ] || { echo "B: $output"; return 1; }
+	# control: a second process of A's root shares A's count, so it gets none
+	run dsec-exec "$ID" probe inflight 0
+	[ "$output" = "0 ETOOMANYREFS" ] || { echo "A again: $output"; return 1; }
+	wait
+}
+
 @test "outgrow: memory, pids, disk bytes and inodes stop at the limits; the host and another sandbox carry on" {
 	local S B
 	S=$(spawn_probe --memory 32M --pids 32 --disk 16M)

@@ -24,21 +24,36 @@ host_uid() { awk '/^Uid:/ { print $2 }' "/proc/$1/status"; }
 # dsec's range start, from /etc/subuid (made by the first spawn when missing).
 range_start() { awk -F: '$1 == "dsec" { print $2; exit }' "${DSEC_SUBUID_FILE:-/etc/subuid}"; }
 
-@test "userns: root inside maps to dsec's unprivileged range; DSEC_USERNS=0 is host root" {
+@test "userns: root inside is a host uid of its own, other ids dsec's range; DSEC_USERNS=0 is host root" {
+	local root_a owners
 	spawn_one
 	base=$(range_start)
 	[ -n "$base" ]
 	[ "$base" -ge 100000 ]
+	owners=$(awk -F: '$1 == "dsec-owner" { print $2; exit }' "${DSEC_SUBUID_FILE:-/etc/subuid}")
+	[ -n "$owners" ]
 	json_is "$(sb_json "$ID")" .userns.uid "$base"
-	run sb_run "$ID" sh -c 'id -u; cat /proc/self/uid_map; cat /proc/self/gid_map'
-	[ "$(echo $output)" = "0 0 $base 65536 0 $base 65536" ] || { echo "$output"; return 1; }
 	holder=$(sb_pid "$ID")
-	[ "$(host_uid "$holder")" = "$base" ]
-	# a command started by dsec-exec: the host sees the range's uid, never 0
+	root_a=$(sb_json "$ID" | jq -r .userns.root)
+	# root is the holder's own uid from the owners' block, which also owns the namespace
+	[ "$root_a" = "$((owners + holder))" ] || { echo "root $root_a, holder $holder"; return 1; }
+	json_is "$(sb_json "$ID")" .userns.owner "$root_a"
+	run sb_run "$ID" sh -c 'id -u; cat /proc/self/uid_map; cat /proc/self/gid_map'
+	[ "$(echo $output)" = "0 0 $root_a 1 1 $((base + 1)) 65535 0 $base 65536" ] || { echo "$output"; return 1; }
+	[ "$(host_uid "$holder")" = "$root_a" ]
+	# a command started by dsec-exec: the host sees the sandbox's root uid, never 0; another
+	# user inside is the range's
 	dsec-exec "$ID" sh -c 'sleep 30 &'
-	pid=$(pgrep -P "$holder" sleep | head -1)
+	dsec-exec -u 1000 "$ID" sh -c 'sleep 31 &'
+	pid=$(pgrep -P "$holder" -x sleep | head -1)
 	[ -n "$pid" ]
-	[ "$(host_uid "$pid")" = "$base" ]
+	run sh -c "for p in \$(pgrep -P $holder -x sleep); do awk '/^Uid:/ { print \$2 }' /proc/\$p/status; done | sort -n"
+	[ "$(echo $output)" = "$((base + 1000)) $root_a" ] || { echo "$output"; return 1; }
+	# a second sandbox's root is another host uid; its other ids are the same range
+	spawn_one
+	[ "$(host_uid "$(sb_pid "$ID")")" != "$root_a" ]
+	run sb_run "$ID" sh -c 'cat /proc/self/uid_map'
+	[ "$(echo $output)" = "0 $((owners + $(sb_pid "$ID"))) 1 1 $((base + 1)) 65535" ] || { echo "$output"; return 1; }
 	# control: without user namespaces root inside is uid 0 on the host
 	ID0=$(DSEC_USERNS=0 dsec-spawn --run "$RUN0" --image busybox | jq -r .id)
 	[ "$(host_uid "$(DSEC_RUN=$RUN0 sb_pid "$ID0")")" = 0 ]
@@ -46,18 +61,23 @@ range_start() { awk -F: '$1 == "dsec" { print $2; exit }' "${DSEC_SUBUID_FILE:-/
 	[ "$(echo $output)" = "0 0 4294967295" ]
 }
 
-@test "userns: layer files look owned by root inside; writes belong to the range on the host" {
+@test "userns: layer files look owned by root inside; writes belong to the sandbox's root on the host" {
 	spawn_one
 	base=$(range_start)
-	run sb_run "$ID" sh -c 'stat -c "%u:%g" /bin/busybox /etc/passwd /; echo x >/etc/new && echo y >>/etc/passwd && stat -c "%u" /etc/new /etc/passwd'
-	[ "$(echo $output)" = "0:0 0:0 0:0 0 0" ] || { echo "$output"; return 1; }
+	run sb_run "$ID" sh -c 'stat -c "%u:%g" /bin/busybox /etc/passwd /; mkdir /u && chown 1000:1000 /u && stat -c %u:%g /u; echo x >/etc/new && echo y >>/etc/passwd && stat -c "%u" /etc/new /etc/passwd'
+	[ "$(echo $output)" = "0:0 0:0 0:0 1000:1000 0 0" ] || { echo "$output"; return 1; }
 	holder=$(sb_pid "$ID")
-	[ "$(stat -c %u "/proc/$holder/root/etc/new")" = "$base" ]
-	[ "$(stat -c %u "/proc/$holder/root/bin/busybox")" = "$base" ]
-	# the shared layer is untouched: a second sandbox sees the image's /etc/passwd
+	root=$(sb_json "$ID" | jq -r .userns.root)
+	[ "$root" != "$base" ]
+	[ "$(stat -c %u:%g "/proc/$holder/root/etc/new")" = "$root:$base" ]
+	[ "$(stat -c %u "/proc/$holder/root/bin/busybox")" = "$root" ]
+	[ "$(stat -c %u:%g "/proc/$holder/root/u")" = "$((base + 1000)):$((base + 1000))" ]
+	# the shared layer is untouched: a second sandbox sees the image's /etc/passwd, owned by
+	# its own root
 	spawn_one
 	run sb_run "$ID" grep -c . /etc/passwd
 	[ "$output" = 1 ]
+	[ "$(stat -c %u "/proc/$(sb_pid "$ID")/root/etc/passwd")" = "$(sb_json "$ID" | jq -r .userns.root)" ]
 }
 
 @test "userns: an escaped process holds no host privilege" {

@@ -260,7 +260,8 @@ static const char *const cg_names[NCG] = {"memory", "cpu", "cpuacct", "pids", "f
 static struct {
 	char *id, *hostname, *net, *cls, *v2, *workdir, *user;
 	char *v1[NCG];
-	unsigned long long pid, start, uid_base, id_count, nofile;
+	unsigned long long pid, start, uid_base, id_count, root_uid, nofile;
+	int have_root;
 	int cgver, userns, nenv;
 	char *env[MAX_ENV];
 } st;
@@ -503,7 +504,10 @@ static void userns_member(struct parser *ps, const char *k, int ctx)
 		st.uid_base = num(ps);
 	else if (seq(k, "count"))
 		st.id_count = num(ps);
-	else
+	else if (seq(k, "root")) {
+		st.root_uid = num(ps);
+		st.have_root = 1;
+	} else
 		skip(ps, 1);
 }
 
@@ -926,6 +930,17 @@ static struct {
 	char home[512];
 } who;
 
+/* Is host uid h one of the sandbox's (its root's, or the range's but for its first when root is
+ * another; a state of an older dsec has no root: the range's first uid was root's)? */
+static int mapped_uid(unsigned long long h)
+{
+	unsigned long long root = st.have_root ? st.root_uid : st.uid_base;
+
+	if (root != st.uid_base && (h == root || h == st.uid_base))
+		return h == root;
+	return h >= st.uid_base && h - st.uid_base < st.id_count;
+}
+
 /* The sandbox's file at path (relative to its root) into buf, NUL-terminated: its length, or -1
  * when missing or not to be taken (as read_db leaves it NULL), -2 when over the buffer. */
 static long read_db(const char *path, char *buf, unsigned long cap)
@@ -950,8 +965,7 @@ static long read_db(const char *path, char *buf, unsigned long cap)
 	if (fd < 0)
 		return -1;
 	if (S5(__NR_statx, fd, "", AT_EMPTY_PATH_, STATX_TYPE | STATX_UID, &sx) < 0 ||
-	    (sx.stx_mode & 0170000) != 0100000 ||
-	    (st.userns && (sx.stx_uid < st.uid_base || sx.stx_uid - st.uid_base >= st.id_count))) {
+	    (sx.stx_mode & 0170000) != 0100000 || (st.userns && !mapped_uid(sx.stx_uid))) {
 		sys_close((int)fd);
 		return -1;
 	}

@@ -16,11 +16,10 @@
 #define NR_rt_sigtimedwait 128
 #define NR_exit 60
 #define NR_getpid 39
-#define NR_read 0
 #define NR_write 1
 #define NR_close 3
 #define NR_fcntl 72
-#define NR_unshare 272
+#define NR_setns 308
 #define NR_setgroups 116
 #define NR_setresuid 117
 #define NR_setresgid 119
@@ -59,11 +58,10 @@ __asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tmov %rsp,%rdi\n"
 #define NR_rt_sigtimedwait 137
 #define NR_exit 93
 #define NR_getpid 172
-#define NR_read 63
 #define NR_write 64
 #define NR_close 57
 #define NR_fcntl 25
-#define NR_unshare 97
+#define NR_setns 268
 #define NR_setgroups 159
 #define NR_setresuid 147
 #define NR_setresgid 149
@@ -93,11 +91,10 @@ __asm__(".text\n.global _start\n_start:\n\tmov x29, #0\n\tmov x0, sp\n\tbl holde
 #define NR_rt_sigtimedwait SYS_rt_sigtimedwait
 #define NR_exit SYS_exit
 #define NR_getpid SYS_getpid
-#define NR_read SYS_read
 #define NR_write SYS_write
 #define NR_close SYS_close
 #define NR_fcntl SYS_fcntl
-#define NR_unshare SYS_unshare
+#define NR_setns SYS_setns
 #define NR_setgroups SYS_setgroups
 #define NR_setresuid SYS_setresuid
 #define NR_setresgid SYS_setresgid
@@ -145,44 +142,20 @@ static void trim(void)
 #define F_GETFD_ 1
 #define PR_SET_DUMPABLE_ 4
 #define CLONE_NEWUSER_ 0x10000000
-#define PR_SET_SECUREBITS_ 28
-#define SECBIT_NO_SETUID_FIXUP_ 4
 
-/* argv[2]: the host uid that is to own our user namespace (dsec-spawn picks one per live
- * sandbox), or 0 for none. */
-static long owner_arg(long *sp)
+/* With fd 5 open, dsec-spawn made the sandbox a user namespace of its own (userns.h): join it,
+ * become its root (an unprivileged uid of the sandbox's own on the host), then say 'u' on fd 3
+ * (dsec-spawn hands the sandbox out only after that: until then, a command joining our
+ * namespaces would be host root). Any failure ends us: the spawn then fails. */
+static void enter_userns(void)
 {
-	const char *s = sp[0] > 2 ? (const char *)sp[3] : 0;
-	long v = 0;
-
-	for (; s && *s >= '0' && *s <= '9' && v < 0x7fffffff; s++)
-		v = v * 10 + (*s - '0');
-	return s && *s ? 0 : v;
-}
-
-/* With fd 3 open, dsec-spawn wants the sandbox in a user namespace of its own: make it, say 'u',
- * wait for the 'g' that says our id maps are written, then become root of it (the sandbox's
- * root, an unprivileged uid on the host). Any failure ends us: the spawn then fails.
- *
- * The namespace is made with our effective uid set to owner, capabilities kept (no setuid
- * fixup), so that it belongs to that uid: the kernel charges what is counted per user at the
- * host's level (inotify instances and watches, and the rlimit counts of processes, pending
- * signals, message queues and locked memory) to the owner of the namespace, and with root as
- * the owner every sandbox would share host root's 128 inotify instances. */
-static void enter_userns(long owner)
-{
-	char c = 0;
-
-	if (sys4(NR_fcntl, 3, F_GETFD_, 0, 0) < 0)
+	if (sys4(NR_fcntl, 5, F_GETFD_, 0, 0) < 0)
 		return;
-	if (owner > 0 && (sys4(NR_prctl, PR_SET_SECUREBITS_, SECBIT_NO_SETUID_FIXUP_, 0, 0) < 0 ||
-			  sys4(NR_setresuid, -1, owner, -1, 0) < 0))
+	if (sys4(NR_setns, 5, CLONE_NEWUSER_, 0, 0) < 0 || sys4(NR_setgroups, 0, 0, 0, 0) < 0 ||
+	    sys4(NR_setresgid, 0, 0, 0, 0) < 0 || sys4(NR_setresuid, 0, 0, 0, 0) < 0 ||
+	    sys4(NR_write, 3, (long)"u", 1, 0) != 1)
 		sys4(NR_exit, 3, 0, 0, 0);
-	if (sys4(NR_unshare, CLONE_NEWUSER_, 0, 0, 0) < 0 ||
-	    sys4(NR_write, 3, (long)"u", 1, 0) != 1 || sys4(NR_read, 3, (long)&c, 1, 0) != 1 ||
-	    c != 'g' || sys4(NR_setgroups, 0, 0, 0, 0) < 0 || sys4(NR_setresgid, 0, 0, 0, 0) < 0 ||
-	    sys4(NR_setresuid, 0, 0, 0, 0) < 0)
-		sys4(NR_exit, 3, 0, 0, 0);
+	sys4(NR_close, 5, 0, 0, 0);
 	sys4(NR_close, 3, 0, 0, 0);
 }
 
@@ -191,6 +164,7 @@ void holder_main(long *sp)
 {
 	unsigned long all = ~0UL, chld = 1UL << (SIGCHLD_ - 1);
 
+	(void)sp; /* argv[1], the sandbox's id, is for ps */
 	/* only dsec-spawn starts it, as pid 1 of a new pid namespace; run by hand it would wait
 	 * forever, so it says no (exit 2) instead */
 	if (sys4(NR_getpid, 0, 0, 0, 0) != 1)
@@ -199,7 +173,7 @@ void holder_main(long *sp)
 	/* fd 4 is the sandbox's tmpfs, for dsec on the host: no process of the sandbox may look
 	 * into /proc/1/fd (also where root inside is host root, without a user namespace) */
 	sys4(NR_prctl, PR_SET_DUMPABLE_, 0, 0, 0);
-	enter_userns(owner_arg(sp)); /* argv is read before trim() unmaps it */
+	enter_userns();
 	trim();
 
 	/* as pid 1 of its namespace it gets no signal from inside unless it has a handler; block

@@ -8,11 +8,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "state.h"
 #include "tap.h"
 #include "userns.h"
+
+/* The uid_map seen by a child that joined the user namespace fd, squeezed to single spaces. */
+static void map_of(int fd, char *buf, size_t n)
+{
+	int p[2];
+	pid_t pid;
+
+	buf[0] = '\0';
+	if (pipe(p) < 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		char b[256];
+		int m, k;
+
+		if (setns(fd, CLONE_NEWUSER) < 0)
+			_exit(1);
+		m = open("/proc/self/uid_map", O_RDONLY);
+		k = m < 0 ? -1 : (int)read(m, b, sizeof(b));
+		if (k > 0 && write(p[1], b, (size_t)k) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	if (pid > 0) {
+		char raw[256];
+		ssize_t r = read(p[0], raw, sizeof(raw) - 1);
+		size_t o = 0;
+
+		for (ssize_t i = 0; i < r && o < n - 1; i++) {
+			char c = raw[i] == '\n' ? ' ' : raw[i];
+
+			if (c == ' ' && (o == 0 || buf[o - 1] == ' '))
+				continue;
+			buf[o++] = c;
+		}
+		while (o && buf[o - 1] == ' ')
+			o--;
+		buf[o] = '\0';
+		waitpid(pid, NULL, 0);
+	}
+	close(p[0]);
+}
 
 static void put(const char *path, const char *text)
 {
@@ -85,10 +129,43 @@ int main(void)
 	   "owners: a block too small for every pid is refused: %s", err.msg);
 
 	memset(&err, 0, sizeof(err));
-	fd = dsec_userns_fd(&m, &err);
+	fd = dsec_userns_fd(&m, 0, &err);
 	ok(fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWUSER, "user namespace fd (%s)", err.msg);
-	if (fd >= 0)
+	if (fd >= 0) {
+		char map[128], want[128];
+		uid_t owner = 1;
+
+		map_of(fd, map, sizeof(map));
+		snprintf(want, sizeof(want), "0 %lu %u", (unsigned long)m.uid, m.count);
+		ok(!strcmp(map, want), "one range: '%s'", map);
+		ok(ioctl(fd, NS_GET_OWNER_UID, &owner) == 0 && owner == 0, "owned by root");
 		close(fd);
+	}
+	/* root inside a uid of its own, owning the namespace; 1.. the range's */
+	m.root = (uid_t)(ob + 4242);
+	fd = dsec_userns_fd(&m, m.root, &err);
+	ok(fd >= 0, "split user namespace fd (%s)", err.msg);
+	if (fd >= 0) {
+		char map[128], want[128];
+		uid_t owner = 0;
+
+		map_of(fd, map, sizeof(map));
+		snprintf(want, sizeof(want), "0 %lu 1 1 %lu %u", (unsigned long)m.root,
+			 (unsigned long)m.uid + 1, m.count - 1);
+		ok(!strcmp(map, want), "split: '%s'", map);
+		ok(ioctl(fd, NS_GET_OWNER_UID, &owner) == 0 && owner == m.root,
+		   "owned by root's uid");
+		close(fd);
+	}
+	ok(dsec_idmap_host(&m, 0) == m.root && dsec_idmap_host(&m, 1000) == m.uid + 1000,
+	   "host uids of 0 and 1000");
+	ok(dsec_idmap_inside(&m, m.root) == 0 && dsec_idmap_inside(&m, m.uid) == -1 &&
+	       dsec_idmap_inside(&m, m.uid + 7) == 7 &&
+	       dsec_idmap_inside(&m, m.uid + m.count) == -1 && dsec_idmap_inside(&m, 0) == -1,
+	   "uids inside of host uids: the range's first is nobody's when root is another");
+	m.root = 0;
+	ok(dsec_idmap_inside(&m, m.uid) == 0 && dsec_idmap_host(&m, 0) == m.uid,
+	   "no root of its own: the range's first is root");
 	unlink(uf);
 	unlink(gf);
 	rmdir(dir);
