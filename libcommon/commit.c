@@ -80,12 +80,7 @@ int dsec_commit(const struct dsec_paths *p, const char *id, const char *image, j
 	}
 	if ((ufd = open_upper(&sb, err)) < 0)
 		goto out;
-	if (sb.userns) {
-		u.uid = sb.uid_base;
-		u.gid = sb.gid_base;
-		u.count = sb.id_count;
-		u.root = sb.root_uid;
-	}
+	u.map = dsec_sandbox_idmap(&sb);
 	u.hostname = sb.hostname;
 	u.resolv = sb.net == DSEC_NET_HOST ? dsec_host_resolv() : NULL;
 	/* one consistent state: nothing in the sandbox writes while it is read; paused by a

@@ -468,13 +468,12 @@ static unsigned long shift_id(unsigned long id, unsigned long base, unsigned lon
 	return id >= base && id - base < count ? id - base : 65534;
 }
 
-/* A host uid of the upper dir as the sandbox saw it: its root's is 0, the range's first uid
- * (then nobody's inside) 65534 */
-static unsigned long shift_uid(const struct dsec_tar_upper *u, unsigned long id)
+/* A host uid of the upper dir as the sandbox saw it (unmapped: 65534) */
+static unsigned long shift_uid(const struct dsec_idmap *m, unsigned long id)
 {
-	if (u->count && u->root && u->root != u->uid && (id == u->root || id == u->uid))
-		return id == u->root ? 0 : 65534;
-	return shift_id(id, u->uid, u->count);
+	long in = m->count ? dsec_idmap_inside(m, id) : (long)id;
+
+	return in < 0 ? 65534 : (unsigned long)in;
 }
 
 /* An empty regular file entry (a whiteout marker) at rel. */
@@ -771,9 +770,9 @@ static int tw_entry(struct tw *w, int dfd, const char *name, const char *rel)
 	archive_entry_clear(e);
 	archive_entry_copy_pathname(e, rel);
 	archive_entry_set_mode(e, st.st_mode);
-	archive_entry_set_uid(e, w->upper ? shift_uid(w->upper, st.st_uid) : st.st_uid);
-	archive_entry_set_gid(e, w->upper ? shift_id(st.st_gid, w->upper->gid, w->upper->count)
-					  : st.st_gid);
+	archive_entry_set_uid(e, w->upper ? shift_uid(&w->upper->map, st.st_uid) : st.st_uid);
+	archive_entry_set_gid(
+	    e, w->upper ? shift_id(st.st_gid, w->upper->map.gid, w->upper->map.count) : st.st_gid);
 	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 	if (S_ISLNK(st.st_mode)) {
 		char *target = malloc(PATH_MAX); /* off the stack: this recurses per level */

@@ -4,6 +4,7 @@
 #define DSEC_OCI_H
 
 #include "layer.h"
+#include "userns.h"
 
 enum { DSEC_OCI_NONE = 0, DSEC_OCI_LAYOUT = 1, DSEC_OCI_DOCKER = 2 };
 
@@ -28,11 +29,10 @@ int dsec_tar_dir_import(const struct dsec_paths *p, const struct dsec_import_opt
 
 /* How dsec_tar_upper_write reads an overlay's upper dir. */
 struct dsec_tar_upper {
-	unsigned long uid, gid, count; /* the sandbox's id range (userns.h); count 0: no shift */
-	unsigned long root;            /* host uid of its root (0: uid) */
-	const char *hostname;          /* its line in etc/hosts (ns.h) is dsec's: left out */
-	const char *resolv;            /* --net host: an etc/resolv.conf of this text is left out
-					* (as is the one dsec writes for --net nat, ns.h) */
+	struct dsec_idmap map; /* the sandbox's ids (userns.h); count 0: no shift */
+	const char *hostname;  /* its line in etc/hosts (ns.h) is dsec's: left out */
+	const char *resolv;    /* --net host: an etc/resolv.conf of this text is left out
+				* (as is the one dsec writes for --net nat, ns.h) */
 };
 
 /* Write an overlay upper dir as a layer tar: what dsec wrote into its /etc is left out (see

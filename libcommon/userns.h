@@ -28,11 +28,7 @@ struct dsec_idmap {
 	uid_t root;     /* host uid of root inside: uid when unset (0), or an owner uid */
 };
 
-/* The host uid of uid u inside, and the uid inside of host uid h (-1: not mapped). */
-static inline unsigned long dsec_idmap_host(const struct dsec_idmap *m, unsigned long u)
-{
-	return u == 0 && m->root ? m->root : m->uid + u;
-}
+/* The uid inside of host uid h (-1: not mapped). */
 static inline long dsec_idmap_inside(const struct dsec_idmap *m, unsigned long h)
 {
 	if (m->root && m->root != m->uid && (h == m->root || h == m->uid))

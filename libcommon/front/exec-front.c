@@ -931,7 +931,8 @@ static struct {
 } who;
 
 /* Is host uid h one of the sandbox's (its root's, or the range's but for its first when root is
- * another; a state of an older dsec has no root: the range's first uid was root's)? */
+ * another; a state of an older dsec has no root: the range's first uid was root's)? What
+ * dsec_idmap_inside (userns.h) says, for this libc-free build that does not take that header. */
 static int mapped_uid(unsigned long long h)
 {
 	unsigned long long root = st.have_root ? st.root_uid : st.uid_base;
