@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "jsonl.h"
 #include "admit.h"
+#include "exec.h"
 #include "net.h"
 #include "nofile.h"
 #include "pool.h"
@@ -69,7 +70,8 @@ static const char usage[] =
     "      --workdir DIR     commands' default working directory (default: the image's, else\n"
     "                        /); dsec-exec -w overrides it\n"
     "      --user U[:G]      commands' default user (default: the image's, else root); as\n"
-    "                        dsec-exec -u, which overrides it\n"
+    "                        dsec-exec -u, which overrides it; one the sandbox lacks is an\n"
+    "                        error\n"
     "      --label K=V       a label kept in its state and shown by dsec-ps (repeatable)\n"
     "      --from ID         fork: start from the current files of sandbox ID (committed as\n"
     "                        image ID by dsec-layer commit), instead of --image\n"
@@ -379,6 +381,7 @@ static json_t *image_config(const struct dsec_paths *paths, const char *name)
 static int spawn_one(const struct dsec_paths *paths, json_t *in, const struct spec *s)
 {
 	struct dsec_sandbox sb;
+	struct dsec_exec_user who;
 	struct dsec_err err = {0};
 	static char netpol[DSEC_NETPOL_MAX];
 	json_t *rec = json_deep_copy(in), *nat = NULL, *cfg, *env = s->env, *ienv;
@@ -459,6 +462,14 @@ again:
 	}
 	if (rc < 0)
 		goto failed;
+	/* the commands' default user must exist in the sandbox now, or no command would run */
+	if (sb.user[0] && dsec_exec_user_resolve(&sb, sb.user, &who, &err) < 0) {
+		dsec_sandbox_destroy(paths, &sb, NULL);
+		if (warm == 1)
+			dsec_sandbox_free(&sb);
+		json_decref(nat);
+		goto failed;
+	}
 	record_for(rec, &sb, warm == 1, dsec_now_us() - t0);
 	if (nat)
 		json_object_set_new(rec, "nat", nat);

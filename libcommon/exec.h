@@ -78,10 +78,11 @@ struct dsec_exec_user {
 	char home[512]; /* from /etc/passwd, "/" without an entry */
 };
 
-/* Resolve "USER[:GROUP]" (names or numeric ids) in t's /etc/passwd and /etc/group, read from
- * inside the sandbox: a name must be there, a numeric uid need not (group 0 and home "/" then).
- * Ids the sandbox's user namespace does not map are refused (ERANGE). 0, or -1 with err. */
-int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
+/* Resolve "USER[:GROUP]" (names or numeric ids) in sb's /etc/passwd and /etc/group, read from
+ * inside the sandbox (its holder must be alive): a name must be there, a numeric uid need not
+ * (group 0 and home "/" then). Ids the sandbox's user namespace does not map are refused
+ * (ERANGE). 0, or -1 with err. dsec-spawn checks its --user with this too. */
+int dsec_exec_user_resolve(const struct dsec_sandbox *sb, const char *spec,
 			   struct dsec_exec_user *u, struct dsec_err *err);
 
 struct dsec_exec_spec {

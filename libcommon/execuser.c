@@ -147,7 +147,7 @@ static void member_groups(const char *db, const char *name, struct dsec_exec_use
 	}
 }
 
-int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
+int dsec_exec_user_resolve(const struct dsec_sandbox *sb, const char *spec,
 			   struct dsec_exec_user *u, struct dsec_err *err)
 {
 	char *passwd = NULL, *group = NULL, *copy = NULL, *f[7], uname[256], gname[256];
@@ -163,8 +163,8 @@ int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
 	memcpy(uname, spec, ul);
 	uname[ul] = '\0';
 	snprintf(gname, sizeof(gname), "%s", colon ? colon + 1 : "");
-	passwd = read_db(&t->sb, "etc/passwd", &big_p);
-	group = read_db(&t->sb, "etc/group", &big_g);
+	passwd = read_db(sb, "etc/passwd", &big_p);
+	group = read_db(sb, "etc/group", &big_g);
 	if (big_p || big_g) {
 		dsec_err_set(err, EFBIG, "user '%.64s': the sandbox's /etc/%s is over %u MiB", spec,
 			     big_p ? "passwd" : "group", DB_MAX >> 20);
@@ -206,18 +206,18 @@ int dsec_exec_user_resolve(const struct dsec_exec_target *t, const char *spec,
 		}
 	} else if (gid < 0)
 		gid = 0; /* a uid with no passwd entry: group 0, as docker and runc do */
-	if (t->sb.userns && (uid >= t->sb.id_count || gid >= t->sb.id_count)) {
+	if (sb->userns && (uid >= sb->id_count || gid >= sb->id_count)) {
 		dsec_err_set(err, ERANGE,
 			     "user '%.64s': %s %lld is not mapped in the sandbox (0-%u)", spec,
-			     uid >= t->sb.id_count ? "uid" : "gid",
-			     uid >= t->sb.id_count ? uid : gid, t->sb.id_count - 1);
+			     uid >= sb->id_count ? "uid" : "gid",
+			     uid >= sb->id_count ? uid : gid, sb->id_count - 1);
 		goto out;
 	}
 	u->uid = (uid_t)uid;
 	u->gid = (gid_t)gid;
 	add_group(u, u->gid);
 	if (have_pw)
-		member_groups(group, uname, u, t->sb.userns ? t->sb.id_count : 0, copy);
+		member_groups(group, uname, u, sb->userns ? sb->id_count : 0, copy);
 	r = 0;
 out:
 	free(passwd);
@@ -236,7 +236,7 @@ int dsec_exec_env_as(const struct dsec_exec_target *t, const char *user, struct 
 	*as = NULL;
 	if (!user && t->sb.user[0])
 		user = t->sb.user;
-	if ((user && dsec_exec_user_resolve(t, user, who, err) < 0) ||
+	if ((user && dsec_exec_user_resolve(&t->sb, user, who, err) < 0) ||
 	    dsec_env_init(env, &t->sb, err) < 0)
 		return -1;
 	if (!user)

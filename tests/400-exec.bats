@@ -456,6 +456,23 @@ sb_cgroup() {
 	json_has "$(records)" '.error.msg | contains("run_as")'
 	must_fail dsec-spawn --image cfgd:1 --workdir rel
 	must_fail dsec-spawn --image cfgd:1 --user 'a b'
+	# a default user the sandbox lacks would fail every command: spawn says so and keeps nothing
+	local before
+	before=$(ls "$DSEC_RUN/sandboxes" | sort)
+	run --separate-stderr dsec-spawn --image cfgd:1 --user no-such-user
+	[ "$status" -eq 1 ]
+	[ "$(wc -l <<<"$stderr")" -eq 1 ]
+	[[ "$stderr" == *"user 'no-such-user': not in the sandbox's /etc/passwd"* ]]
+	json_is "$output" '.error.tool + " " + (.id // "none")' "dsec-spawn none"
+	run --separate-stderr dsec-spawn --image cfgd:1 --user 0:no-such-group
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"group 'no-such-group'"* ]]
+	run --separate-stderr bash -c "printf '%s\n' '{\"image\":\"cfgd:1\",\"run_as\":\"nope\",\"task\":1}' '{\"image\":\"cfgd:1\",\"run_as\":\"root\",\"task\":2}' | dsec-spawn"
+	[ "$status" -eq 1 ]
+	json_is "$(sed -n 1p <<<"$output")" '[.task, (.error.msg | contains("nope"))] | map(tostring) | join(" ")' "1 true"
+	json_is "$(sed -n 2p <<<"$output")" '[.task, .error == null] | map(tostring) | join(" ")' "2 true"
+	dsec-reap "$(sed -n 2p <<<"$output" | jq -r .id)" >/dev/null
+	[ "$(ls "$DSEC_RUN/sandboxes" | sort)" = "$before" ]
 	# a working dir that is not there (removed, or never made) is "/"
 	dsec-exec -u 0 "$S" rmdir /app
 	[ "$(dsec-exec "$S" pwd)" = / ]
@@ -466,6 +483,12 @@ sb_cgroup() {
 	C=$(jq -r .id <<<"$output")
 	run dsec-exec "$C" sh -c 'hello; pwd; id -u'
 	[ "$output" = $'hello from opt\n/app\n1000' ]
+	# and a claim for a user its sandbox lacks is refused and undone, not handed out
+	dsec-warm --image cfgd:1 --count 1 >/dev/null
+	run --separate-stderr dsec-spawn --image cfgd:1 --warm-only --user no-such-user
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"no-such-user"* ]]
+	[ "$(ls "$DSEC_RUN/sandboxes" | sort)" = "$(printf "%s\n" $before "$C" | sort)" ]
 	# a commit keeps the sandbox's
 	dsec-layer commit --name cfgd-c "$W" >/dev/null
 	json_is "$(jq -c .config "$DSEC_ROOT/images/cfgd-c.json")" "tojson" \
