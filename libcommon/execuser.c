@@ -209,8 +209,8 @@ int dsec_exec_user_resolve(const struct dsec_sandbox *sb, const char *spec,
 	if (sb->userns && (uid >= sb->id_count || gid >= sb->id_count)) {
 		dsec_err_set(err, ERANGE,
 			     "user '%.64s': %s %lld is not mapped in the sandbox (0-%u)", spec,
-			     uid >= sb->id_count ? "uid" : "gid",
-			     uid >= sb->id_count ? uid : gid, sb->id_count - 1);
+			     uid >= sb->id_count ? "uid" : "gid", uid >= sb->id_count ? uid : gid,
+			     sb->id_count - 1);
 		goto out;
 	}
 	u->uid = (uid_t)uid;
