@@ -288,7 +288,7 @@ setup() {
 		p=$(sb_json "$ID" | jq -r .cgroup.paths.pids)
 	fi
 	# the subshell dies when it cannot fork; its parent counts with builtins only
-	run sb_run "$ID" sh -c '(i=0; while [ $i -lt 40 ]; do sleep 60 & i=$((i+1)); done)
+	run sb_run "$ID" sh -c '(i=0; while [ $i -lt 40 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done)
 		set -- /proc/[0-9]*; echo $#'
 	n=$(printf '%s\n' "$output" | tail -1)
 	[ "$n" -le 16 ]
