@@ -1,6 +1,5 @@
 #include "sandbox.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -21,7 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "admit.h"
 #include "cgroup.h"
 #include "net.h"
 #include "nofile.h"
@@ -29,9 +27,6 @@
 #include "pool.h"
 #include "resource.h"
 
-#define STATE_FILE "sandbox.json"
-#define STATE_MODE 0600
-#define STATE_PENDING_MODE 0400
 #define STATE_MAX (1 << 20)
 
 /* clone3's argument, declared here: <linux/sched.h> clashes with <sched.h>. */
@@ -294,7 +289,7 @@ int dsec_sandbox_load(const struct dsec_paths *p, const char *id, struct dsec_sa
 	if (!dsec_sandbox_id_ok(id))
 		return dsec_err_set(err, EINVAL, "'%.64s': not a sandbox id", id);
 	state_dir(p, id, sb->dir);
-	snprintf(path, sizeof(path), "%s/" STATE_FILE, sb->dir);
+	snprintf(path, sizeof(path), "%s/" DSEC_STATE_FILE, sb->dir);
 	if (dsec_read_file(AT_FDCWD, path, STATE_MAX, &buf, err) < 0) {
 		if (err && err->errnum == ENOENT)
 			return dsec_err_set(err, ENOENT, "%s: no such sandbox", id);
@@ -340,13 +335,13 @@ int dsec_sandbox_save(const struct dsec_paths *p, const struct dsec_sandbox *sb,
 		size_t n = strlen(s);
 		struct stat st;
 		/* a pending sandbox stays pending: only dsec_sandbox_commit hands it out */
-		mode_t mode = fstatat(dfd, STATE_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-				      (st.st_mode & 07777) == STATE_PENDING_MODE
-				  ? STATE_PENDING_MODE
-				  : STATE_MODE;
+		mode_t mode = fstatat(dfd, DSEC_STATE_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				      (st.st_mode & 07777) == DSEC_STATE_PENDING_MODE
+				  ? DSEC_STATE_PENDING_MODE
+				  : DSEC_STATE_MODE;
 
 		s[n] = '\n';
-		rc = dsec_write_atomic(dfd, STATE_FILE, s, n + 1, mode, 0, err);
+		rc = dsec_write_atomic(dfd, DSEC_STATE_FILE, s, n + 1, mode, 0, err);
 		close(dfd);
 	}
 	free(s);
@@ -698,8 +693,9 @@ static int publish_state(const struct dsec_paths *p, const struct dsec_sandbox *
 			goto out;
 		}
 	}
-	snprintf(file, sizeof(file), "%s/" STATE_FILE, tmp);
-	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, STATE_PENDING_MODE);
+	snprintf(file, sizeof(file), "%s/" DSEC_STATE_FILE, tmp);
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		  DSEC_STATE_PENDING_MODE);
 	if (fd < 0) {
 		dsec_err_sys(err, "create '%s'", file);
 		goto out;
@@ -907,8 +903,8 @@ int dsec_sandbox_commit(const struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	char file[PATH_MAX + 32];
 
-	snprintf(file, sizeof(file), "%s/" STATE_FILE, sb->dir);
-	if (chmod(file, STATE_MODE) < 0)
+	snprintf(file, sizeof(file), "%s/" DSEC_STATE_FILE, sb->dir);
+	if (chmod(file, DSEC_STATE_MODE) < 0)
 		return dsec_err_sys(err, "%s: commit '%s'", sb->id, file);
 	return 0;
 }
@@ -919,8 +915,8 @@ static int state_pending(const struct dsec_paths *p, const char *id)
 	char file[PATH_MAX + 32];
 	struct stat st;
 
-	snprintf(file, sizeof(file), "%s/sandboxes/%s/" STATE_FILE, p->run, id);
-	return lstat(file, &st) == 0 && (st.st_mode & 07777) == STATE_PENDING_MODE;
+	snprintf(file, sizeof(file), "%s/sandboxes/%s/" DSEC_STATE_FILE, p->run, id);
+	return lstat(file, &st) == 0 && (st.st_mode & 07777) == DSEC_STATE_PENDING_MODE;
 }
 
 int dsec_sandbox_pending(const struct dsec_paths *p, const char *id)
@@ -979,332 +975,4 @@ int dsec_sandbox_destroy_rest(const struct dsec_paths *p, struct dsec_sandbox *s
 	if (rc < 0)
 		return dsec_err_wrap(err, "%s", sb->id);
 	return 0;
-}
-
-/* Give the sandbox whose holder is reachable through pidfd the host name name: join its uts
- * namespace (made by host root, so ours to change), set it, come back. 0 or -1. */
-static int set_hostname(int pidfd, const char *name, struct dsec_err *err)
-{
-	int self = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC), rc = 0;
-
-	if (self < 0)
-		return dsec_err_sys(err, "open /proc/self/ns/uts");
-	if (setns(pidfd, CLONE_NEWUTS) < 0)
-		rc = dsec_err_sys(err, "join the uts namespace");
-	else if (sethostname(name, strlen(name)) < 0)
-		rc = dsec_err_sys(err, "sethostname '%s'", name);
-	if (setns(self, CLONE_NEWUTS) < 0 && rc == 0)
-		rc = dsec_err_sys(err, "return to our uts namespace");
-	close(self);
-	return rc;
-}
-
-/* Put w, a sandbox made or claimed for the reset (pending, under its own id and state dir), in
- * sb's place: w's state takes sb's id and host name, sb is marked pending, and one
- * renameat2(RENAME_EXCHANGE) swaps the two state dirs. Then *old is the replaced sandbox, out of
- * the id's way (its state under w's former dir; --orphans removes it should the caller die),
- * and sb is w. 0, or -1 with w destroyed and sb as it was. */
-static int reset_swap_in(const struct dsec_paths *p, struct dsec_sandbox *sb,
-			 struct dsec_sandbox *w, struct dsec_sandbox *old, struct dsec_err *err)
-{
-	char wdir[PATH_MAX], file[PATH_MAX + 32];
-
-	snprintf(wdir, sizeof(wdir), "%s", w->dir);
-	snprintf(w->id, sizeof(w->id), "%s", sb->id);
-	snprintf(w->hostname, sizeof(w->hostname), "%s", sb->hostname);
-	if (dsec_sandbox_save(p, w, err) < 0)
-		goto fail;
-	snprintf(file, sizeof(file), "%s/" STATE_FILE, sb->dir);
-	if (chmod(file, STATE_PENDING_MODE) < 0) {
-		dsec_err_sys(err, "%s: mark for removal", sb->id);
-		goto fail;
-	}
-	/* one atomic step: the id's dir now holds the new sandbox, the other dir the old */
-	if (syscall(SYS_renameat2, AT_FDCWD, wdir, AT_FDCWD, sb->dir, RENAME_EXCHANGE) < 0) {
-		dsec_err_sys(err, "%s: swap state dirs", sb->id);
-		chmod(file, STATE_MODE);
-		goto fail;
-	}
-	snprintf(w->dir, sizeof(w->dir), "%s", sb->dir);
-	*old = *sb;
-	snprintf(old->dir, sizeof(old->dir), "%s", wdir);
-	*sb = *w;
-	return 0;
-fail:
-	dsec_sandbox_destroy(p, w, NULL);
-	dsec_sandbox_free(w);
-	return -1;
-}
-
-/* Reset by swap: claim a ready sandbox of the same profile from a warm pool, give it sb's id
- * (state, host name, admission), and move sb out of the way for the caller to destroy. 1 when
- * swapped (*old is the replaced sandbox, sb the new one), 0 when no pool had one, -1. */
-static int reset_swap(const struct dsec_paths *p, struct dsec_sandbox *sb, struct dsec_sandbox *old,
-		      struct dsec_err *err)
-{
-	struct dsec_claimer c = {.paths = p};
-	struct dsec_sandbox w = *sb;
-	int64_t a[DSEC_R_N];
-	int r, fd;
-
-	/* env and labels are lent: a claim takes references of its own */
-	w.hostname[0] = '\0';
-	r = dsec_pool_claim(&c, &w, err);
-	dsec_claimer_free(&c);
-	if (r <= 0)
-		return r < 0 ? dsec_err_wrap(err, "%s: reset from a warm pool", sb->id) : 0;
-	/* w is the claimed sandbox, pending, under its own id and state dir */
-	fd = dsec_sandbox_pidfd(&w, err);
-	if (fd < 0 || set_hostname(fd, sb->hostname, err) < 0 ||
-	    dsec_rootfs_rename_host(w.holder_pid, w.hostname, sb->hostname, err) < 0) {
-		if (fd >= 0)
-			close(fd);
-		goto fail;
-	}
-	close(fd);
-	/* what the pool's sandbox asked of admission is now the id's: its old requests stay
-	 * counted for the id, the pool sandbox's entry is taken back */
-	dsec_admit_amounts(&w.req, a);
-	for (int i = 0; i < DSEC_R_N; i++)
-		a[i] = -a[i];
-	if ((a[DSEC_R_CPU] || a[DSEC_R_MEMORY] || a[DSEC_R_PIDS] || a[DSEC_R_DISK]) &&
-	    dsec_admit(p, w.id, w.holder_pid, w.holder_start, a, err) < 0)
-		goto fail;
-	return reset_swap_in(p, sb, &w, old, err) < 0 ? -1 : 1;
-fail:
-	dsec_sandbox_destroy(p, &w, NULL);
-	dsec_sandbox_free(&w);
-	return -1;
-}
-
-/* Reset without a pool: make the sandbox again, under a new id of its own, with sb's image
- * (looked up by name again: a re-composed image gives its new layers), profile and host name,
- * and swap it in. The id's admission entries stay, kept alive by the new holder its state
- * names; the new one asked for none. 0 or -1 (sb as it was). */
-static int reset_fresh(const struct dsec_paths *p, struct dsec_sandbox *sb,
-		       struct dsec_sandbox *old, struct dsec_err *err)
-{
-	struct dsec_sandbox n;
-
-	memset(&n, 0, sizeof(n));
-	snprintf(n.image, sizeof(n.image), "%s", sb->image);
-	snprintf(n.hostname, sizeof(n.hostname), "%s", sb->hostname);
-	n.limits = sb->limits;
-	n.req = sb->req;
-	n.cls = sb->cls;
-	snprintf(n.io_dev, sizeof(n.io_dev), "%s", sb->io_dev);
-	n.ttl_us = sb->ttl_us;
-	n.net = sb->net;
-	n.env = json_incref(sb->env);
-	n.labels = json_incref(sb->labels);
-	snprintf(n.workdir, sizeof(n.workdir), "%s", sb->workdir);
-	snprintf(n.user, sizeof(n.user), "%s", sb->user);
-	if (dsec_sandbox_create(p, &n, err) < 0) {
-		dsec_sandbox_free(&n);
-		return dsec_err_wrap(err, "%s: reset", sb->id);
-	}
-	return reset_swap_in(p, sb, &n, old, err);
-}
-
-int dsec_sandbox_reset(const struct dsec_paths *p, struct dsec_sandbox *sb,
-		       struct dsec_sandbox *old, struct dsec_err *err)
-{
-	int warm;
-
-	memset(old, 0, sizeof(*old));
-	/* its veth, address and allow-list are made by dsec-spawn after create (net.h), from a
-	 * policy the state does not keep */
-	if (sb->net == DSEC_NET_NAT)
-		return dsec_err_set(err, ENOTSUP,
-				    "%s: reset of a --net nat sandbox is not supported", sb->id);
-	warm = reset_swap(p, sb, old, err);
-	if (warm == 0 && reset_fresh(p, sb, old, err) < 0)
-		return -1;
-	if (warm < 0 || dsec_sandbox_commit(sb, err) < 0)
-		return -1;
-	return warm;
-}
-
-int dsec_sandbox_foreach(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
-			 struct dsec_err *err)
-{
-	char dir[PATH_MAX];
-	struct dirent *e;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
-	d = opendir(dir);
-	if (!d) {
-		if (errno == ENOENT)
-			return 0;
-		return dsec_err_sys(err, "open '%s'", dir);
-	}
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' || !dsec_sandbox_id_ok(e->d_name))
-			continue;
-		if (fn(e->d_name, ctx) < 0)
-			break;
-	}
-	closedir(d);
-	return 0;
-}
-
-struct orphan_ctx {
-	const struct dsec_paths *p;
-	dsec_sandbox_fn fn;
-	void *ctx;
-	int count, failed;
-	struct dsec_err *err;
-	/* names of the cgroups live sandboxes use: a reset from a warm pool leaves a sandbox in
-	 * the cgroup named after the pool sandbox it was (cgroup v2 cannot rename one) */
-	char (*used)[DSEC_ID_MAX];
-	size_t nused, capused;
-};
-
-/* Remember the name of the cgroup sb lives in (its leaf dir). */
-static void orphan_note_cgroup(struct orphan_ctx *o, const struct dsec_sandbox *sb)
-{
-	const char *path = sb->cg.version == 2 ? sb->cg.v2 : NULL, *base;
-
-	for (int c = 0; !path && sb->cg.version == 1 && c < DSEC_CG_NCTRL; c++)
-		if (sb->cg.v1[c][0])
-			path = sb->cg.v1[c];
-	if (!path || !(base = strrchr(path, '/')) || !strcmp(base + 1, sb->id))
-		return;
-	if (o->nused == o->capused) {
-		size_t cap = o->capused ? 2 * o->capused : 16;
-		void *n = realloc(o->used, cap * sizeof(*o->used));
-
-		if (!n)
-			return;
-		o->used = n;
-		o->capused = cap;
-	}
-	snprintf(o->used[o->nused++], sizeof(o->used[0]), "%s", base + 1);
-}
-
-/* Remove a sandbox known only by id: whatever state, cgroup and holder it has left. */
-static int orphan_remove(struct orphan_ctx *o, const char *id)
-{
-	struct dsec_sandbox sb;
-	struct dsec_err e;
-
-	if (dsec_sandbox_load(o->p, id, &sb, &e) < 0) {
-		memset(&sb, 0, sizeof(sb));
-		snprintf(sb.id, sizeof(sb.id), "%s", id);
-		state_dir(o->p, id, sb.dir);
-		if (dsec_cgroup_paths(o->p, &sb, &e) < 0)
-			sb.cg.version = 0;
-	}
-	if (dsec_sandbox_destroy(o->p, &sb, &e) < 0) {
-		*o->err = e;
-		o->failed = 1;
-	} else {
-		o->count++;
-		if (o->fn)
-			o->fn(id, o->ctx);
-	}
-	dsec_sandbox_free(&sb);
-	return 0;
-}
-
-static int orphan_state(const char *id, void *ctx)
-{
-	struct orphan_ctx *o = ctx;
-	struct dsec_sandbox sb;
-	struct dsec_err e;
-	int orphan;
-
-	if (dsec_sandbox_load(o->p, id, &sb, &e) < 0)
-		return orphan_remove(o, id);
-	/* pending: created, but the spawn died before it handed the sandbox out */
-	orphan = !dsec_sandbox_alive(&sb) || state_pending(o->p, id);
-	if (!orphan) {
-		orphan_note_cgroup(o, &sb);
-		/* a live sandbox: what a killed dsec-exec left running in it, the pause of a killed
-		 * dsec-layer commit */
-		if (dsec_cgroup_exec_orphans(&sb, &e) < 0 ||
-		    dsec_cgroup_pause_orphan(&sb, &e) < 0) {
-			*o->err = e;
-			o->failed = 1;
-		}
-	}
-	dsec_sandbox_free(&sb);
-	return orphan ? orphan_remove(o, id) : 0;
-}
-
-static int orphan_cgroup(const char *name, void *ctx)
-{
-	struct orphan_ctx *o = ctx;
-	char dir[PATH_MAX];
-
-	if (!dsec_sandbox_id_ok(name))
-		return 0;
-	state_dir(o->p, name, dir);
-	if (access(dir, F_OK) == 0)
-		return 0;
-	for (size_t i = 0; i < o->nused; i++)
-		if (!strcmp(o->used[i], name))
-			return 0;
-	return orphan_remove(o, name);
-}
-
-/* State dirs a spawn was still writing when it died. */
-static void remove_tmp_dirs(const struct dsec_paths *p)
-{
-	char dir[PATH_MAX];
-	struct dirent *e;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, ".tmp-", 5))
-			dsec_rmtree_at(dirfd(d), e->d_name, NULL);
-	closedir(d);
-}
-
-int dsec_sandbox_orphans(const struct dsec_paths *p, dsec_sandbox_fn fn, void *ctx,
-			 struct dsec_err *err)
-{
-	struct orphan_ctx o = {.p = p, .fn = fn, .ctx = ctx, .err = err};
-
-	remove_tmp_dirs(p);
-
-	if (dsec_sandbox_foreach(p, orphan_state, &o, err) < 0 ||
-	    (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_foreach(p, orphan_cgroup, &o, err) < 0)) {
-		free(o.used);
-		return -1;
-	}
-	free(o.used);
-	dsec_cgspare_clear(p, 0); /* what a crash left of a spare (cgspare.c) */
-	return o.failed ? -1 : o.count;
-}
-
-/* Is there any sandbox state left in this run dir? */
-static int count_one(const char *id, void *ctx)
-{
-	(*(int *)ctx)++;
-	return -1;
-}
-
-int dsec_run_cleanup(const struct dsec_paths *p, struct dsec_err *err)
-{
-	int n = 0;
-	char dir[PATH_MAX];
-
-	if (dsec_sandbox_foreach(p, count_one, &n, err) < 0)
-		return -1;
-	if (n)
-		return 0;
-	if (dsec_template_destroy(p, err) < 0 || dsec_net_node_cleanup(p, err) < 0)
-		return -1;
-	dsec_cgspare_clear(p, 1);
-	if (dsec_cgroup_version(NULL) > 0 && dsec_cgroup_remove_parent(p, err) < 0)
-		return -1;
-	snprintf(dir, sizeof(dir), "%s/sandboxes", p->run);
-	rmdir(dir);
-	return 1;
 }

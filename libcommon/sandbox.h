@@ -60,6 +60,10 @@
 #define DSEC_ID_MAX 32       /* "sb-" + 12 hex, room to grow */
 #define DSEC_HOSTNAME_MAX 64 /* HOST_NAME_MAX */
 #define DSEC_CG_PATH_MAX 256
+/* the state file in a sandbox's state dir, and its modes: handed out, pending */
+#define DSEC_STATE_FILE "sandbox.json"
+#define DSEC_STATE_MODE 0600
+#define DSEC_STATE_PENDING_MODE 0400
 
 /* Defaults of dsec-spawn (also in dsec-spawn(1)). */
 #define DSEC_DEFAULT_CPUS 1.0
