@@ -20,6 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define PTYS_MAX_STR STR(DSEC_PTYS_MAX)
+
 /* Name of a layer's mount point in the template: 32 hex digits (128 bits) of its sha256 keep
  * the overlay's option string short enough for 64 layers in one page. */
 #define LAYER_MNT_HEX 32
@@ -1084,8 +1088,9 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 	for (size_t i = 0; i < NELEM(proc_ro); i++)
 		if (bind_ro(proc_ro[i], err) < 0)
 			return -1;
+	/* at most DSEC_PTYS_MAX ptys (ns.h) */
 	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		  "newinstance,ptmxmode=0666,mode=0620,max=" PTYS_MAX_STR) < 0)
 		return dsec_err_sys(err, "mount /dev/pts");
 	if (spec->hostname && sethostname(spec->hostname, strlen(spec->hostname)) < 0)
 		return dsec_err_sys(err, "sethostname '%s'", spec->hostname);

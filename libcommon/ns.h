@@ -94,6 +94,9 @@ int dsec_rootfs_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 
 /* The line dsec_rootfs_setup adds to the sandbox's /etc/hosts so that its host name resolves
  * inside (Java's getLocalHost, sudo, MPI and the like look it up). */
+/* ptys a sandbox may have open at once (its devpts' max=): the kernel's limit,
+ * kernel.pty.max, counts every devpts instance of the node together */
+#define DSEC_PTYS_MAX 64
 #define DSEC_HOSTS_SELF "127.0.1.1\t"
 
 /* The first line of the /etc/resolv.conf dsec writes for a --net nat sandbox whose allow-list

@@ -391,6 +391,24 @@ rec() {
 	wait
 }
 
+@test "ptys: a sandbox has at most its own 64 (the kernel counts them for the whole node); another still gets a terminal" {
+	local B
+	B=$(spawn_probe)
+	run dsec-exec "$ID" grep -c ' /dev/pts .* devpts .*max=64' /proc/self/mountinfo
+	[ "$output" = 1 ]
+	# A holds all it may while B opens its own and dsec-exec -t still gives B a terminal
+	dsec-exec "$ID" probe ptys 5 >"$TESTDIR/a" &
+	for _ in $(seq 50); do [ -s "$TESTDIR/a" ] && break; sleep 0.1; done
+	[ "$(cat "$TESTDIR/a")" = "64 ENOSPC" ] || { echo "A: $(cat "$TESTDIR/a")"; return 1; }
+	run dsec-exec "$B" probe ptys 0
+	[ "$output" = "64 ENOSPC" ] || { echo "B: $output"; return 1; }
+	run timeout 20 dsec-exec -t "$B" sh -c 'tty'
+	[ "$status" -eq 0 ]
+	[[ "$output" == /dev/pts/* ]]
+	wait
+	dsec-reap "$B" >/dev/null
+}
+
 @test "descriptors in flight: one sandbox holding all it may leaves dsec-exec -t working in another" {
 	local B out
 	B=$(spawn_probe)

@@ -867,6 +867,23 @@ static int do_inotify(int secs)
 	return 0;
 }
 
+/* Open ptys (a master and its slave each) until refused; print the count and why; hold them. */
+static int do_ptys(int secs)
+{
+	int n = 0, m;
+
+	while (n < 100000 && (m = posix_openpt(O_RDWR | O_NOCTTY)) >= 0) {
+		if (grantpt(m) < 0 || unlockpt(m) < 0 || open(ptsname(m), O_RDWR | O_NOCTTY) < 0)
+			break;
+		n++;
+	}
+	printf("%d %s\n", n, n < 100000 ? ename(errno) : "-");
+	fflush(stdout);
+	if (secs > 0)
+		sleep((unsigned)secs);
+	return 0;
+}
+
 static int do_nsowner(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1006,6 +1023,8 @@ static int dispatch(int argc, char **argv)
 		return do_files(argv[2], atol(argv[3]));
 	else if (!strcmp(c, "inotify") && argc > 2)
 		return do_inotify(atoi(argv[2]));
+	else if (!strcmp(c, "ptys") && argc > 2)
+		return do_ptys(atoi(argv[2]));
 	else if (!strcmp(c, "nsowner") && argc > 2)
 		return do_nsowner(argv[2]);
 	else {
