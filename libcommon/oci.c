@@ -31,16 +31,19 @@
  * zeros alike, are holes in its tar entry; see tw_sparse_map */
 #define ZBLK 4096U
 
-/* Open a regular file below dirfd without following any symlink or leaving the tree. */
+/* Open a regular file below dirfd without following any symlink or leaving the tree. Looked at
+ * through an O_PATH descriptor first, so a fifo or device there is refused without being
+ * opened (no wait on a fifo, no driver's open). */
 static int open_beneath(int dirfd, const char *path, struct dsec_err *err)
 {
 	struct open_how how = {
-	    .flags = O_RDONLY | O_CLOEXEC,
+	    .flags = O_PATH | O_CLOEXEC,
 	    .resolve =
 		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
+	char self[64];
 	struct stat st;
-	int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how)), rfd;
 
 	if (fd < 0)
 		return dsec_err_sys(err, "'%s'", path);
@@ -48,7 +51,12 @@ static int open_beneath(int dirfd, const char *path, struct dsec_err *err)
 		close(fd);
 		return dsec_err_set(err, EINVAL, "'%s': not a regular file", path);
 	}
-	return fd;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	rfd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	close(fd);
+	if (rfd < 0)
+		return dsec_err_sys(err, "'%s'", path);
+	return rfd;
 }
 
 static json_t *read_json_blob(int dirfd, const char *path, const char *digest,
