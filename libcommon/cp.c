@@ -50,6 +50,7 @@
 	X(archive_read_disk_descend)                                                               \
 	X(archive_read_disk_new)                                                                   \
 	X(archive_read_disk_open)                                                                  \
+	X(archive_read_disk_set_behavior)                                                          \
 	X(archive_read_disk_set_symlink_physical)                                                  \
 	X(archive_read_free)                                                                       \
 	X(archive_read_new)                                                                        \
@@ -104,6 +105,7 @@ static const struct {
 #define archive_read_disk_descend (*la_archive_read_disk_descend)
 #define archive_read_disk_new (*la_archive_read_disk_new)
 #define archive_read_disk_open (*la_archive_read_disk_open)
+#define archive_read_disk_set_behavior (*la_archive_read_disk_set_behavior)
 #define archive_read_disk_set_symlink_physical (*la_archive_read_disk_set_symlink_physical)
 #define archive_read_free (*la_archive_read_free)
 #define archive_read_new (*la_archive_read_new)
@@ -232,6 +234,26 @@ static void progress_add(struct progress *pg, uint64_t bytes, int files)
 		      (unsigned long long)pg->files);
 }
 
+/* Does entry name name top itself ("top", "top/", "top/." or, for ".", "./")? */
+static int is_top(const char *name, const char *top)
+{
+	size_t n = strlen(top);
+
+	while (n > 1 && top[n - 1] == '/')
+		n--;
+	if (!strcmp(top, ".") && (!strcmp(name, ".") || !strcmp(name, "./")))
+		return 1;
+	return !strncmp(name, top, n) &&
+	       (!name[n] || !strcmp(name + n, "/") || !strcmp(name + n, "/."));
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* A regular file is written under a temporary name next to its own, ".dsec-cp-PID-NAME", and
  * renamed into place once whole: a copy killed half-way (kill -9 of dsec-exec) leaves no
  * truncated file under the name, only that temporary one. *tmp gets it ("" if the name is too
@@ -271,6 +293,10 @@ static int unpack(struct archive *r, struct archive *w, const char *old, const c
 			return -1;
 		}
 		snprintf(name, sizeof(name), "%s", archive_entry_pathname(e));
+		/* the destination dir itself, when it was there (a copy of DIR/. or of /): the
+		 * user's, so its mode, owner and times stay, whatever the stream says */
+		if (t == AE_IFDIR && is_top(name, new_top ? new_top : ".") && is_dir(name))
+			continue;
 		tmp[0] = '\0';
 		if (t == AE_IFREG)
 			tmp_name(name, tmp, sizeof(tmp));
@@ -492,6 +518,9 @@ static int pack(const char *path, int fd, struct cp_pipe *cp, struct progress *p
 	int rc, ret = -1;
 
 	archive_read_disk_set_symlink_physical(d);
+	/* one file system, as tar --one-file-system: a copy of / takes the sandbox's files, not
+	 * its /proc, /sys or /dev (their dirs come, empty) */
+	archive_read_disk_set_behavior(d, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
 	archive_write_set_format_pax_restricted(w);
 	/* names go as the bytes they are (pax hdrcharset=BINARY): converting them to UTF-8 by
 	 * the locale failed for every name past ASCII in the C locale, and any name not UTF-8 */

@@ -713,6 +713,30 @@ EOF
 	[ "$(ls "$TESTDIR/out" | wc -l)" -eq 3 ]
 }
 
+@test "cp: out of DIR/. or /, the destination dir there keeps its own mode; / is the sandbox's files, not its /proc, /sys or /dev" {
+	local d=$BATS_TEST_TMPDIR
+	dsec-exec "$ID" sh -c 'mkdir -p /evil/sub && echo x >/evil/sub/f && chmod 0777 /evil /evil/sub / && chmod 6755 /evil/sub/f'
+	mkdir -m 0700 "$d/res" "$d/all"
+	dsec-exec cp "$ID:/evil/." "$d/res"
+	[ "$(stat -c %a "$d/res")" = 700 ]
+	[ "$(stat -c %a "$d/res/sub")" = 777 ]
+	[ "$(stat -c %a "$d/res/sub/f")" = 755 ]
+	[ "$(cat "$d/res/sub/f")" = x ]
+	# into a dir of the sandbox the same way
+	mkdir -m 0750 "$d/src"
+	echo y >"$d/src/g"
+	dsec-exec "$ID" sh -c 'mkdir -m 0701 /in'
+	dsec-exec cp "$d/src/." "$ID:/in"
+	[ "$(dsec-exec "$ID" stat -c %a /in)" = 701 ]
+	[ "$(dsec-exec "$ID" cat /in/g)" = y ]
+	# the whole sandbox: its files, its mount points' dirs empty
+	run dsec-exec cp "$ID:/" "$d/all"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a "$d/all")" = 700 ]
+	[ -f "$d/all/evil/sub/f" ] && [ -x "$d/all/bin/busybox" ]
+	[ -d "$d/all/proc" ] && [ -z "$(ls -A "$d/all/proc")" ] && [ -z "$(ls -A "$d/all/sys")" ]
+}
+
 @test "cp: a symlink planted in the sandbox never reaches a host file" {
 	mkdir -p "$TESTDIR/host"
 	echo secret >"$TESTDIR/host/file"
