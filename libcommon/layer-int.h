@@ -37,6 +37,7 @@ struct dsec_extract {
 	char cache_dir[PATH_MAX];
 	struct dsec_dirtime *dt; /* directory times, set once all entries are in */
 	size_t ndt, capdt;
+	size_t dtbytes; /* of their paths: past DT_BYTES_MAX they are set then and there */
 };
 
 /* Before n more bytes are written to fd: look at the free space of fd's file system now and

@@ -453,8 +453,20 @@ fail:
 	return -1;
 }
 
+static int set_dir_times(struct dsec_extract *x, struct dsec_err *err);
+
+/* Bytes of deferred directory paths kept at most: an archive repeating one long directory
+ * entry a million times would otherwise hold gigabytes of them (the times set early then may
+ * be moved by later entries: only such an archive's) */
+#define DT_BYTES_MAX (64u << 20)
+
 static int defer_time(struct dsec_extract *x, const char *path, struct archive_entry *e)
 {
+	if (x->dtbytes > DT_BYTES_MAX) {
+		struct dsec_err ignored;
+
+		set_dir_times(x, &ignored);
+	}
 	if (x->ndt == x->capdt) {
 		size_t cap = x->capdt ? x->capdt * 2 : 256;
 		void *n = realloc(x->dt, cap * sizeof(*x->dt));
@@ -468,6 +480,7 @@ static int defer_time(struct dsec_extract *x, const char *path, struct archive_e
 	entry_times(e, x->dt[x->ndt].ts);
 	if (!x->dt[x->ndt].path)
 		return -1;
+	x->dtbytes += strlen(path) + 1;
 	x->ndt++;
 	return 0;
 }
@@ -695,22 +708,34 @@ int dsec_extract_entry(struct dsec_extract *x, struct archive_entry *e, struct d
 	}
 }
 
-int dsec_extract_finish(struct dsec_extract *x, struct dsec_err *err)
+/* Set the deferred directory times, in entry order, and forget them. 0 or -1. */
+static int set_dir_times(struct dsec_extract *x, struct dsec_err *err)
 {
+	int rc = 0;
+
 	for (size_t i = 0; i < x->ndt; i++) {
 		const char *base;
 		int pfd;
 
-		if (!*x->dt[i].path) {
+		if (rc == 0 && !*x->dt[i].path) {
 			futimens(x->tree_fd, x->dt[i].ts);
-			continue;
+		} else if (rc == 0) {
+			pfd = parent_of(x, x->dt[i].path, &base, err);
+			if (pfd < 0)
+				rc = -1;
+			else
+				utimensat(pfd, base, x->dt[i].ts, AT_SYMLINK_NOFOLLOW);
 		}
-		pfd = parent_of(x, x->dt[i].path, &base, err);
-		if (pfd < 0)
-			return -1;
-		utimensat(pfd, base, x->dt[i].ts, AT_SYMLINK_NOFOLLOW);
+		free(x->dt[i].path);
 	}
-	return 0;
+	x->ndt = 0;
+	x->dtbytes = 0;
+	return rc;
+}
+
+int dsec_extract_finish(struct dsec_extract *x, struct dsec_err *err)
+{
+	return set_dir_times(x, err);
 }
 
 void dsec_extract_free(struct dsec_extract *x)
