@@ -942,6 +942,13 @@ PY
 	must_fail dsec-layer import --name tampered oci.docker
 	[[ "$output" == *"the config says"* ]]
 	[ ! -e "$DSEC_ROOT/images/tampered.json" ]
+	# a fifo named as the config or a layer is refused at once, not waited on
+	rm oci.docker/cfg.json
+	mkfifo oci.docker/cfg.json
+	run timeout 10 dsec-layer import --name fifo oci.docker
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'cfg.json': not a regular file"* ]]
+	[ ! -e "$DSEC_ROOT/images/fifo.json" ]
 }
 
 @test "hostile: OCI blobs, manifests and configs must match their digests; a failed image leaves no layer" {
