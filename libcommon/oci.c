@@ -359,6 +359,15 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 		snprintf(name, sizeof(name), "%s", o->name);
 	else if (tag && dsec_image_name_sanitize(tag, name, sizeof(name)) < 0)
 		snprintf(name, sizeof(name), "image");
+	/* the config's count of diff ids before any layer is taken, and each layer's against its
+	 * own as soon as it is in: an archive that lists more layers, or one layer many times,
+	 * than its config fails before it costs their extraction */
+	diff_ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids");
+	if (json_is_array(diff_ids) && json_array_size(diff_ids) != json_array_size(layers)) {
+		dsec_err_set(err, EINVAL, "config lists %zu diff ids for %zu layers",
+			     json_array_size(diff_ids), json_array_size(layers));
+		goto out;
+	}
 	json_array_foreach(layers, i, v)
 	{
 		struct dsec_import_opts lo = *o;
@@ -393,6 +402,15 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 			goto out;
 		}
 		rc = -1;
+		if (json_is_array(diff_ids) && c.n == i + 1) {
+			const char *want = json_string_value(json_array_get(diff_ids, i));
+
+			if (!want || strcmp(want, c.diff[i])) {
+				dsec_err_set(err, EINVAL, "layer %zu is %s, the config says %s", i,
+					     c.diff[i], want ? want : "(none)");
+				goto out;
+			}
+		}
 	}
 	/* the config's diff ids are the sha256 of our layers' streams: a mismatch means the
 	 * archive was altered */

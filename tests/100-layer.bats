@@ -942,6 +942,17 @@ PY
 	must_fail dsec-layer import --name tampered oci.docker
 	[[ "$output" == *"the config says"* ]]
 	[ ! -e "$DSEC_ROOT/images/tampered.json" ]
+	# a manifest listing more layers than the config's diff ids (here one layer many times)
+	# fails before any is taken
+	jq -c '.[0].Layers = [range(8) as $i | .[0].Layers[0]] | .[0].RepoTags = ["many:1"]' \
+		oci.docker/manifest.json >m.json && cp m.json oci.docker/manifest.json
+	echo '{"rootfs":{"diff_ids":["sha256:0000000000000000000000000000000000000000000000000000000000000000"]}}' \
+		>oci.docker/cfg.json
+	local before
+	before=$(ls "$DSEC_ROOT/layers" | wc -l)
+	must_fail dsec-layer import oci.docker
+	[[ "$output" == *"config lists 1 diff ids for 8 layers"* ]]
+	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq "$before" ]
 	# a fifo named as the config or a layer is refused at once, not waited on
 	rm oci.docker/cfg.json
 	mkfifo oci.docker/cfg.json
