@@ -711,6 +711,13 @@ int dsec_layer_import_fd(const struct dsec_paths *p, const struct dsec_import_op
 	return rc;
 }
 
+static int is_link(int dirfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+}
+
 int dsec_layer_import(const struct dsec_paths *p, const struct dsec_import_opts *o,
 		      const char *path, dsec_import_cb cb, void *arg, struct dsec_err *err)
 {
@@ -730,7 +737,15 @@ int dsec_layer_import(const struct dsec_paths *p, const struct dsec_import_opts 
 	}
 	if (S_ISDIR(sb.st_mode)) {
 		int kind = dsec_oci_detect_dir(fd);
-
+		/* an archive's index that is a link (to anywhere) is neither followed nor taken
+		 * for a rootfs of that name: the user meant an image */
+		if (kind == 0 && (is_link(fd, "manifest.json") || is_link(fd, "index.json"))) {
+			close(fd);
+			return dsec_err_set(err, EINVAL,
+					    "'%s': its manifest.json or index.json is a symbolic "
+					    "link, not an image's",
+					    path);
+		}
 		if (kind > 0)
 			rc = dsec_oci_import(p, o, fd, kind, cb, arg, err);
 		else

@@ -953,6 +953,14 @@ PY
 	must_fail dsec-layer import oci.docker
 	[[ "$output" == *"config lists 1 diff ids for 8 layers"* ]]
 	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq "$before" ]
+	# a manifest that is a link is not followed, nor the dir taken for a rootfs
+	mv oci.docker/manifest.json oci.docker/real.json
+	ln -s real.json oci.docker/manifest.json
+	must_fail dsec-layer import --name linked oci.docker
+	[[ "$output" == *"manifest.json or index.json is a symbolic link"* ]]
+	[ ! -e "$DSEC_ROOT/images/linked.json" ]
+	rm oci.docker/manifest.json
+	mv oci.docker/real.json oci.docker/manifest.json
 	# a fifo named as the config or a layer is refused at once, not waited on
 	rm oci.docker/cfg.json
 	mkfifo oci.docker/cfg.json
