@@ -217,13 +217,31 @@ static json_t *image_config(const struct dsec_paths *paths, const char *name)
 	return cfg;
 }
 
+/* The image and default user last found in a new sandbox of this process. A new sandbox's
+ * passwd and group are its image's (cold or claimed, nothing has run in it yet), so one look
+ * per image and user does for a run of many. */
+static char known_image[DSEC_NAME_MAX + 1], known_user[DSEC_USER_MAX + 1];
+
+/* sb's default user is in its sandbox: found before for its image, or now. 0 or -1 with err. */
+static int user_check(const struct dsec_sandbox *sb, struct dsec_err *err)
+{
+	struct dsec_exec_user who;
+
+	if (!strcmp(known_image, sb->image) && !strcmp(known_user, sb->user))
+		return 0;
+	if (dsec_exec_user_resolve(sb, sb->user, &who, err) < 0)
+		return -1;
+	snprintf(known_image, sizeof(known_image), "%s", sb->image);
+	snprintf(known_user, sizeof(known_user), "%s", sb->user);
+	return 0;
+}
+
 /* Create one sandbox for rec (borrowed) and emit its record. Returns 0, 1 when it failed (an
  * error record was emitted), -1 when stdout is gone. */
 static int spawn_one(struct dsec_spawner *sp, json_t *in, const struct dsec_spawn_spec *s)
 {
 	const struct dsec_paths *paths = sp->paths;
 	struct dsec_sandbox sb;
-	struct dsec_exec_user who;
 	struct dsec_err err = {0};
 	static char netpol[DSEC_NETPOL_MAX];
 	json_t *rec = json_deep_copy(in), *nat = NULL, *cfg, *env = s->env, *ienv;
@@ -305,7 +323,7 @@ again:
 	if (rc < 0)
 		goto failed;
 	/* the commands' default user must exist in the sandbox now, or no command would run */
-	if (sb.user[0] && dsec_exec_user_resolve(&sb, sb.user, &who, &err) < 0) {
+	if (sb.user[0] && user_check(&sb, &err) < 0) {
 		dsec_sandbox_destroy(paths, &sb, NULL);
 		if (warm == 1)
 			dsec_sandbox_free(&sb);
