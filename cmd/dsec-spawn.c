@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
