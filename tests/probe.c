@@ -854,17 +854,24 @@ static int do_sleepers(int n)
 		pause();
 }
 
+/* Say how many of something were had (of at most 100000) and why no more, then keep them for
+ * secs seconds. */
+static int hold(int n, int secs)
+{
+	printf("%d %s\n", n, n < 100000 ? ename(errno) : "-");
+	fflush(stdout);
+	if (secs > 0)
+		sleep((unsigned)secs);
+	return 0;
+}
+
 static int do_inotify(int secs)
 {
 	int n = 0;
 
 	while (n < 100000 && inotify_init1(IN_CLOEXEC) >= 0)
 		n++;
-	printf("%d %s\n", n, n < 100000 ? ename(errno) : "-");
-	fflush(stdout);
-	if (secs > 0)
-		sleep((unsigned)secs);
-	return 0;
+	return hold(n, secs);
 }
 
 /* Open ptys (a master and its slave each) until refused; print the count and why; hold them. */
@@ -877,11 +884,7 @@ static int do_ptys(int secs)
 			break;
 		n++;
 	}
-	printf("%d %s\n", n, n < 100000 ? ename(errno) : "-");
-	fflush(stdout);
-	if (secs > 0)
-		sleep((unsigned)secs);
-	return 0;
+	return hold(n, secs);
 }
 
 static int do_nsowner(const char *path)
