@@ -71,6 +71,9 @@ struct exec_ctx {
 	volatile int reached;         /* set by such a child at its execve */
 };
 
+/* The namespaces the command's process is born in (birth_enter); it joins the others itself. */
+#define EXEC_BIRTH_NS (CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET)
+
 /* A child sharing our memory holds us in clone3 (CLONE_VFORK) until its execve, and from its
  * setns into the sandbox's user namespace a process there may signal it: SIGSTOP, sent in a
  * loop, would keep it, and us, there for good. A timer of its own kills it at the deadline:
@@ -311,8 +314,6 @@ static int open_tty(struct exec_ctx *c, struct dsec_err *err)
 {
 	int ptm, pts;
 
-	if ((c->t->nsflags & CLONE_NEWNS) && setns(c->pidfd, CLONE_NEWNS) < 0)
-		return dsec_err_sys(err, "%s: setns mount namespace", c->t->sb.id);
 	ptm = open_ptmx();
 	if (ptm < 0)
 		return dsec_err_sys(err, "open the sandbox's /dev/pts/ptmx");
@@ -539,8 +540,9 @@ __attribute__((noreturn)) static void child_command(struct exec_ctx *c)
 	child_fail(c, e == ENOENT ? DSEC_EXEC_NOT_FOUND : DSEC_EXEC_CANNOT_RUN, &err);
 }
 
-/* The command's process right after clone3: born in the sandbox's pid namespace (and, on v2,
- * its cgroup); joins the cgroup (v1) and every other namespace of the holder. */
+/* The command's process right after clone3: born in the sandbox's pid, mount and network
+ * namespaces (and, on v2, its cgroup); joins the cgroup (v1) and every other namespace of the
+ * holder. */
 __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 {
 	rlim_t nf = DSEC_NOFILE_OF(c->t->sb.limits.nofile);
@@ -587,7 +589,7 @@ __attribute__((noreturn)) static void child_enter(struct exec_ctx *c)
 		}
 	if (c->s->tty && open_tty(c, &err) < 0)
 		child_fail(c, DSEC_EXEC_FAILED, &err);
-	if (setns(c->pidfd, c->t->nsflags & ~(CLONE_NEWPID | (c->s->tty ? CLONE_NEWNS : 0))) < 0) {
+	if (setns(c->pidfd, c->t->nsflags & ~EXEC_BIRTH_NS) < 0) {
 		dsec_err_sys(&err, "%s: setns", c->t->sb.id);
 		child_fail(c, DSEC_EXEC_FAILED, &err);
 	}
@@ -721,14 +723,67 @@ static long clone3_vm(struct exec_clone_args *ca, void (*fn)(struct exec_ctx *),
 #define HAVE_CLONE3_VM 0
 #endif
 
-/* Our own pid namespace, to go back to after cloning into a sandbox's. */
-static int own_pidns(void)
+/* Our own namespace of a type (CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWNET), opened once, while
+ * we are in it: to go back to after cloning into a sandbox's. */
+static int own_ns(int type)
 {
-	static int fd = -1;
+	static int fds[3] = {-1, -1, -1};
+	static const char *const names[3] = {"pid", "mnt", "net"};
+	int i = type == CLONE_NEWPID ? 0 : type == CLONE_NEWNS ? 1 : 2;
+	char path[32];
 
-	if (fd < 0)
-		fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-	return fd;
+	if (fds[i] < 0) {
+		snprintf(path, sizeof(path), "/proc/self/ns/%s", names[i]);
+		fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	return fds[i];
+}
+
+/* Where our next child is born: the sandbox's pid namespace and, when it has them, its mount
+ * and network namespaces, joined here for the clone and left right after. A child born in
+ * ours and joining them itself would show the host's mount table, interfaces and sockets to
+ * any process of the sandbox that opens its /proc/PID/mountinfo or /proc/PID/net in between:
+ * those files check no ptrace access and keep the namespaces of the moment they were opened.
+ * Our root and cwd, which joining a mount namespace resets, are kept in home[]. */
+static int birth_enter(const struct dsec_exec_target *t, int home[2])
+{
+	int f = t->nsflags & EXEC_BIRTH_NS;
+
+	home[0] = home[1] = -1;
+	if (((f & CLONE_NEWPID) && own_ns(CLONE_NEWPID) < 0) ||
+	    ((f & CLONE_NEWNS) && own_ns(CLONE_NEWNS) < 0) ||
+	    ((f & CLONE_NEWNET) && own_ns(CLONE_NEWNET) < 0))
+		return -1;
+	if ((f & CLONE_NEWNS) && ((home[0] = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+				  (home[1] = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0))
+		goto fail;
+	if (f && setns(t->pidfd, f) < 0)
+		goto fail;
+	return 0;
+fail:
+	if (home[0] >= 0)
+		close(home[0]);
+	if (home[1] >= 0)
+		close(home[1]);
+	return -1;
+}
+
+/* Back to our own namespaces, root and cwd. Aborts when that fails: every later child, path
+ * and socket of ours would be the sandbox's. */
+static void birth_leave(const struct dsec_exec_target *t, int home[2])
+{
+	int f = t->nsflags & EXEC_BIRTH_NS;
+
+	if ((f & CLONE_NEWNS) && (setns(own_ns(CLONE_NEWNS), CLONE_NEWNS) < 0 ||
+				  fchdir(home[0]) < 0 || chroot(".") < 0 || fchdir(home[1]) < 0))
+		abort();
+	if (((f & CLONE_NEWNET) && setns(own_ns(CLONE_NEWNET), CLONE_NEWNET) < 0) ||
+	    ((f & CLONE_NEWPID) && setns(own_ns(CLONE_NEWPID), CLONE_NEWPID) < 0))
+		abort();
+	if (home[0] >= 0)
+		close(home[0]);
+	if (home[1] >= 0)
+		close(home[1]);
 }
 
 /* ---- in the caller ---- */
@@ -910,7 +965,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 			     .pts = -1};
 	struct exec_clone_args ca = {.exit_signal = SIGCHLD};
 	struct exec_msg m, got = {0};
-	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0;
+	int sv[2], cgfd = -1, execprocs = -1, devnull = -1, n = 0, i, st, e, ret = 0, home[2];
 	sigset_t caught;
 	void *vm;
 	pid_t child;
@@ -969,10 +1024,9 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		goto fail;
 	}
 	c.sock = sv[1];
-	/* One clone, straight into the sandbox's pid namespace: setns(CLONE_NEWPID) changes only
-	 * where our children are born, and we go back to our own right after. */
-	if ((t->nsflags & CLONE_NEWPID) && (own_pidns() < 0 || setns(t->pidfd, CLONE_NEWPID) < 0)) {
-		dsec_err_sys(err, "%s: setns pid namespace", t->sb.id);
+	/* One clone, straight into the sandbox's pid, mount and network namespaces (birth_enter) */
+	if (birth_enter(t, home) < 0) {
+		dsec_err_sys(err, "%s: setns", t->sb.id);
 		close(sv[0]);
 		close(sv[1]);
 		goto fail;
@@ -1004,8 +1058,7 @@ int dsec_exec_start(struct dsec_exec_target *t, const struct dsec_exec_spec *spe
 		e = errno;
 	}
 	sigprocmask(SIG_SETMASK, &c.mask, NULL);
-	if ((t->nsflags & CLONE_NEWPID) && setns(own_pidns(), CLONE_NEWPID) < 0)
-		abort(); /* every later child would be born in the sandbox */
+	birth_leave(t, home);
 	close(sv[1]);
 	if (child < 0) {
 		errno = e;

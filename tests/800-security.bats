@@ -226,6 +226,40 @@ rec() {
 	[[ "$output" =~ leaked=([1-9][0-9]*) ]] || { echo "control: $output"; return 1; }
 }
 
+# nswatch_result FILE: the watcher's line in the sandbox, once it has finished
+nswatch_result() {
+	local _
+	for _ in $(seq 100); do
+		run dsec-exec "$ID" cat "$1"
+		[ -n "$output" ] && break
+		sleep 0.1
+	done
+	echo "$output"
+}
+
+@test "race: dsec's processes are born in the sandbox's mount and network namespaces (no host mountinfo or net/dev to catch)" {
+	sb_run "$ID" sh -c '/bin/probe nswatch 3 >/tmp/nsw 2>&1 &'
+	sleep 0.3
+	local _
+	for _ in $(seq 15); do dsec-exec "$ID" true </dev/null; done
+	for _ in $(seq 10); do DSEC_EXEC_FAST=0 dsec-exec "$ID" true </dev/null; done
+	for _ in $(seq 10); do echo "{\"id\":\"$ID\",\"sh\":\"true\"}"; done | dsec-exec -j 2 >/dev/null
+	dsec-exec cp "$PROBE" "$ID:/tmp/copied"
+	echo x | dsec-exec -t "$ID" cat >/dev/null 2>&1
+	nswatch_result /tmp/nsw
+	[[ "$output" =~ seen=([0-9]+)\ leaked=([0-9]+) ]]
+	[ "${BASH_REMATCH[1]}" -gt 0 ]
+	[ "${BASH_REMATCH[2]}" -eq 0 ]
+	# control: processes born in the sandbox's pid namespace but the host's mount namespace
+	sb_run "$ID" sh -c '/bin/probe nswatch 2 >/tmp/nsw2 2>&1 &'
+	sleep 0.3
+	local pid
+	pid=$(sb_pid "$ID")
+	for _ in $(seq 10); do nsenter -t "$pid" -p -- true; done
+	nswatch_result /tmp/nsw2
+	[[ "$output" =~ leaked=([1-9][0-9]*) ]] || { echo "control: $output"; return 1; }
+}
+
 @test "cp into a sandbox: a link planted at the destination or in a parent never reaches the host" {
 	echo hostsecret >"$TESTDIR/victim"
 	mkdir "$TESTDIR/vdir"
@@ -654,7 +688,9 @@ rec() {
 	# a spinner that stops every process of the sandbox it can, over and over: the command,
 	# visible from its birth, is stopped before its execve (dsec gives up after 5 s) or after
 	# (its --timeout ends it)
-	dsec-exec "$ID" -- sh -c 'while :; do kill -STOP -1; done >/dev/null 2>&1 </dev/null &'
+	# (it starts once the sh that launched it is gone: stopped, that sh would hold this dsec-exec)
+	dsec-exec "$ID" -- sh -c '(sleep 0.3; while :; do kill -STOP -1; done) >/dev/null 2>&1 </dev/null &'
+	sleep 0.5
 	local fast t0
 	for fast in 1 0; do
 		t0=$SECONDS

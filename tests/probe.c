@@ -10,6 +10,8 @@
  *     CVE-2019-5736 trick; MODE r w rw dir) | chdir DIR CMD... (chdir, then run another
  *     subcommand) | ls DIR | procscan (what every other visible process gives away)
  *   watch SECS (count dsec-* processes seen and whose cwd, fd, exe or root opened) | decoy
+ *   nswatch SECS (open each next pid's mountinfo and net/dev at its birth: count those seen
+ *     and those showing other mounts or interfaces than ours)
  *   ioctl tiocsti|tioclinux | serve-unix NAME SECS | serve-tcp PORT SECS | connect-unix NAME
  *   connect-tcp PORT | tcp-fill SECS (queue unread data on loopback connections, print the
  *   MiB queued, hold them SECS) | inflight SECS (descriptors in flight over a unix socket
@@ -516,6 +518,93 @@ static int do_watch(int secs)
 	return 0;
 }
 
+/* All of a /proc file, NUL-terminated, in buf (at most n - 1 bytes). -1 when unreadable. */
+static ssize_t slurp(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+	ssize_t r;
+
+	while (got < n - 1 && (r = read(fd, buf + got, n - 1 - got)) > 0)
+		got += (size_t)r;
+	buf[got] = '\0';
+	return got ? (ssize_t)got : -1;
+}
+
+/* The interface names of a net/dev, one per line in out (the counters change as we read). */
+static void ifnames(const char *dev, char *out, size_t n)
+{
+	const char *p = strchr(dev, '\n');
+	size_t k = 0;
+
+	out[0] = '\0';
+	while (p && (p = strchr(p + 1, '\n')) && p[1]) { /* two header lines */
+		const char *name = p + 1, *colon = strchr(name, ':');
+
+		if (!colon || k + (size_t)(colon - name) + 2 >= n)
+			break;
+		k += (size_t)snprintf(out + k, n - k, "%.*s\n", (int)(colon - name), name);
+	}
+}
+
+/* Wait for each next pid of this namespace (ns_last_pid + 1) for SECS seconds and open its
+ * mountinfo and net/dev the moment it exists: they show the namespaces it was in then, for
+ * as long as they stay open. A process dsec starts here that is born before it has joined
+ * the sandbox's mount and network namespaces shows the host's. */
+static int do_nswatch(int secs)
+{
+	static char own_mi[1 << 16], own_if[4096], mi[1 << 16], dev[1 << 14], ifs[4096];
+	time_t end = time(NULL) + secs;
+	unsigned long seen = 0, leaked = 0;
+	char path[64], num[32];
+	int fd, next;
+
+	fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || slurp(fd, own_mi, sizeof(own_mi)) < 0)
+		return fail("/proc/self/mountinfo");
+	close(fd);
+	fd = open("/proc/self/net/dev", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || slurp(fd, dev, sizeof(dev)) < 0)
+		return fail("/proc/self/net/dev");
+	close(fd);
+	ifnames(dev, own_if, sizeof(own_if));
+	next = 0;
+	while (time(NULL) < end) {
+		int mfd, nfd, last;
+
+		fd = open("/proc/sys/kernel/ns_last_pid", O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || slurp(fd, num, sizeof(num)) < 0)
+			return fail("/proc/sys/kernel/ns_last_pid");
+		close(fd);
+		last = atoi(num);
+		if (!next || last < next) { /* not born yet */
+			next = next ? next : last + 1;
+			continue;
+		}
+		if (last > next) /* missed some: the newest */
+			next = last;
+		snprintf(path, sizeof(path), "/proc/%d/mountinfo", next++);
+		mfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (mfd < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/net/dev", next - 1);
+		nfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (slurp(mfd, mi, sizeof(mi)) > 0) { /* else gone before it showed anything */
+			seen++;
+			if (nfd >= 0 && slurp(nfd, dev, sizeof(dev)) > 0)
+				ifnames(dev, ifs, sizeof(ifs));
+			else
+				snprintf(ifs, sizeof(ifs), "%s", own_if);
+			leaked += strcmp(mi, own_mi) || strcmp(ifs, own_if);
+		}
+		close(mfd);
+		if (nfd >= 0)
+			close(nfd);
+		next++;
+	}
+	printf("seen=%lu leaked=%lu\n", seen, leaked);
+	return 0;
+}
+
 /* The positive control of watch: a process named like one of dsec's that keeps whatever
  * descriptors it was given, with every capability dropped (as dumpable and as weak as the
  * sandbox's own processes, so they can look into it). */
@@ -987,6 +1076,8 @@ static int dispatch(int argc, char **argv)
 		return do_procscan();
 	else if (!strcmp(c, "watch") && argc > 2)
 		return do_watch(atoi(argv[2]));
+	else if (!strcmp(c, "nswatch") && argc > 2)
+		return do_nswatch(atoi(argv[2]));
 	else if (!strcmp(c, "decoy"))
 		return do_decoy();
 	else if (!strcmp(c, "ioctl") && argc > 2)

@@ -1372,11 +1372,74 @@ static int caps_apply(void)
 	return S2(__NR_capset, &ch, cd) < 0 ? -1 : 0;
 }
 
-/* The command's process, right after the clone: in the sandbox's pid namespace (and cgroup on
- * v2). Any failure: a byte on errfd, exit; the parent hands over to the full one. */
-__attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, char *const *argv)
+/* The namespaces the command's process is born in (exec.c: birth_enter); it joins the others. */
+#define BIRTH_NS (CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET)
+
+/* v1: the tasks files of the sandbox's cgroups (the command's own for exec_ctrl), opened on
+ * the host before the clone; -1 none */
+static int v1_tasks[NCG] = {-1, -1, -1, -1, -1, -1};
+
+/* Our own mount and network namespaces, root and cwd, saved by birth_enter */
+static int home_mnt = -1, home_net = -1, home_root = -1, home_cwd = -1;
+
+/* Join the sandbox's pid, mount and network namespaces (as it has them) for the clone, so that
+ * the command's process is born in them: in ours, until it joined them, a process of the
+ * sandbox could open its /proc/PID/mountinfo and /proc/PID/net and read the host's (exec.c:
+ * birth_enter). Whatever the child needs by a host path is opened first. */
+static int birth_enter(int pidfd, int nsflags)
 {
 	static char path[4200];
+
+	for (int c = 0; st.cgver == 1 && c < NCG; c++) {
+		if (!st.v1[c])
+			continue;
+		path[0] = '\0';
+		if (cat(path, sizeof(path), c == exec_ctrl ? exec_cg : st.v1[c]) ||
+		    cat(path, sizeof(path), "/tasks") ||
+		    (v1_tasks[c] = sys_open(path, O_WRONLY)) < 0)
+			return -1;
+	}
+	if ((nsflags & CLONE_NEWNS) && ((home_mnt = sys_open("/proc/self/ns/mnt", O_RDONLY)) < 0 ||
+					(home_root = sys_open("/", O_PATH | O_DIRECTORY)) < 0 ||
+					(home_cwd = sys_open(".", O_PATH | O_DIRECTORY)) < 0))
+		return -1;
+	if ((nsflags & CLONE_NEWNET) && (home_net = sys_open("/proc/self/ns/net", O_RDONLY)) < 0)
+		return -1;
+	return S2(__NR_setns, pidfd, nsflags & BIRTH_NS) < 0 ? -1 : 0;
+}
+
+/* Back to our own mount and network namespaces, root and cwd (the pid namespace of our
+ * children stays the sandbox's: we clone no other); 0, or -1 when that failed, and then we
+ * may run nothing and open nothing: paths would be the sandbox's. */
+static int birth_leave(void)
+{
+	for (int c = 0; c < NCG; c++)
+		if (v1_tasks[c] >= 0) {
+			sys_close(v1_tasks[c]);
+			v1_tasks[c] = -1;
+		}
+	if (home_mnt >= 0 &&
+	    (S2(__NR_setns, home_mnt, CLONE_NEWNS) < 0 || S1(__NR_fchdir, home_root) < 0 ||
+	     S1(__NR_chroot, ".") < 0 || S1(__NR_fchdir, home_cwd) < 0))
+		return -1;
+	if (home_net >= 0 && S2(__NR_setns, home_net, CLONE_NEWNET) < 0)
+		return -1;
+	if (home_mnt >= 0) {
+		sys_close(home_mnt);
+		sys_close(home_root);
+		sys_close(home_cwd);
+	}
+	if (home_net >= 0)
+		sys_close(home_net);
+	home_mnt = home_net = home_root = home_cwd = -1;
+	return 0;
+}
+
+/* The command's process, right after the clone: in the sandbox's pid, mount and network
+ * namespaces (and cgroup on v2). Any failure: a byte on errfd, exit; the parent hands over to
+ * the full one. */
+__attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, char *const *argv)
+{
 	struct sock_fprog prog = {(unsigned short)dsec_seccomp_builtin_len,
 				  (struct sock_filter *)dsec_seccomp_builtin};
 	unsigned long long none = 0;
@@ -1397,20 +1460,10 @@ __attribute__((noreturn)) static void child(int pidfd, int nsflags, int errfd, c
 	}
 	/* the sandbox's descriptor limit (nofile.h; exec.c: child_enter) */
 	S4(__NR_prlimit64, 0, RLIMIT_NOFILE_, nofile, 0);
-	for (int c = 0; st.cgver == 1 && c < NCG; c++) {
-		int fd;
-
-		if (!st.v1[c])
-			continue;
-		path[0] = '\0';
-		if (cat(path, sizeof(path), c == exec_ctrl ? exec_cg : st.v1[c]) ||
-		    cat(path, sizeof(path), "/tasks") || (fd = sys_open(path, O_WRONLY)) < 0)
+	for (int c = 0; c < NCG; c++)
+		if (v1_tasks[c] >= 0 && sys_write(v1_tasks[c], "0", 1) != 1)
 			goto fail;
-		if (sys_write(fd, "0", 1) != 1)
-			goto fail;
-		sys_close(fd);
-	}
-	if (S2(__NR_setns, pidfd, nsflags & ~CLONE_NEWPID) < 0)
+	if (S2(__NR_setns, pidfd, nsflags & ~BIRTH_NS) < 0)
 		goto fail;
 	if (st.userns) {
 		S2(__NR_setgroups, 0, 0);
@@ -1658,7 +1711,7 @@ void front_main(long *sp)
 	/* and SIGPIPE: a command that closed its input makes a relay's write fail, not us die */
 	blocked = mask | (1ULL << (13 - 1));
 	S4(__NR_rt_sigprocmask, SIG_BLOCK_, &blocked, 0, 8);
-	if (S2(__NR_pipe2, ep, O_CLOEXEC) < 0 || S2(__NR_setns, pidfd, CLONE_NEWPID) < 0)
+	if (S2(__NR_pipe2, ep, O_CLOEXEC) < 0 || birth_enter(pidfd, nsflags) < 0)
 		full_clean();
 	memset(&ca, 0, sizeof(ca));
 	t0 = now_us();
@@ -1669,6 +1722,11 @@ void front_main(long *sp)
 	pid = S2(__NR_clone3, &ca, sizeof(ca));
 	if (pid == 0)
 		child(pidfd, nsflags, ep[1], argv + i);
+	if (birth_leave() < 0) { /* nothing by path from here: no full one, no cleanup */
+		if (pid > 0)
+			S4(__NR_pidfd_send_signal, cpidfd, SIGKILL_, 0, 0);
+		fail_exit(id, "cannot return to dsec-exec's own namespaces", 125);
+	}
 	if (pid < 0)
 		full_clean();
 	sys_close(ep[1]);
