@@ -1,6 +1,7 @@
 #include "err.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,23 +9,44 @@
 const char *dsec_prog = "dsec";
 int dsec_verbose;
 
+/* Room for a message before it is fitted: names up to PATH_MAX and some words around them */
+#define ERR_LONG (PATH_MAX * 2 + 256)
+
+/* s into out (DSEC_ERR_MSG_MAX bytes): whole when it fits, else its start and its end around
+ * "...". A long name in the middle (a path 2000 levels deep) must not push out what went
+ * wrong, which comes last. */
+static void fit(char *out, const char *s)
+{
+	size_t len = strlen(s), max = DSEC_ERR_MSG_MAX - 1, head = max / 3, tail = max - head - 3;
+
+	if (len <= max) {
+		memmove(out, s, len + 1);
+		return;
+	}
+	memmove(out, s, head);
+	memmove(out + head, "...", 3);
+	memmove(out + head + 3, s + len - tail, tail + 1);
+}
+
 int dsec_err_set(struct dsec_err *err, int errnum, const char *fmt, ...)
 {
+	char buf[ERR_LONG];
 	va_list ap;
 
 	if (!err)
 		return -1;
-	err->errnum = errnum;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	err->errnum = errnum;
+	fit(err->msg, buf);
 	return -1;
 }
 
 int dsec_err_sys(struct dsec_err *err, const char *fmt, ...)
 {
 	int saved = errno;
-	char buf[DSEC_ERR_MSG_MAX];
+	char buf[ERR_LONG], all[ERR_LONG + 128];
 	va_list ap;
 
 	if (!err)
@@ -33,7 +55,8 @@ int dsec_err_sys(struct dsec_err *err, const char *fmt, ...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	err->errnum = saved;
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", buf, strerror(saved));
+	snprintf(all, sizeof(all), "%s: %s", buf, strerror(saved));
+	fit(err->msg, all);
 	errno = saved;
 	return -1;
 }
@@ -58,7 +81,7 @@ int dsec_err_nolocale(struct dsec_err *err, const char *what, int errnum)
 
 int dsec_err_wrap(struct dsec_err *err, const char *fmt, ...)
 {
-	char ctx[DSEC_ERR_MSG_MAX], old[DSEC_ERR_MSG_MAX];
+	char ctx[ERR_LONG], all[ERR_LONG + DSEC_ERR_MSG_MAX];
 	va_list ap;
 
 	if (!err)
@@ -66,8 +89,8 @@ int dsec_err_wrap(struct dsec_err *err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ctx, sizeof(ctx), fmt, ap);
 	va_end(ap);
-	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", ctx, old);
+	snprintf(all, sizeof(all), "%s: %s", ctx, err->msg);
+	fit(err->msg, all);
 	return -1;
 }
 

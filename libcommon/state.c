@@ -318,62 +318,98 @@ int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err)
 	return dsec_lock_until(path, exclusive, wait ? UINT64_MAX : 0, NULL, err);
 }
 
-static int rmtree_fd(int pfd, const char *name, dev_t dev, int depth, struct dsec_err *err)
+/* A removal holds one descriptor per level down to RMTREE_FD_DEPTH (or as many as it may
+ * open); a directory deeper than that is moved up into the top directory being removed (by descriptors, renameat) and taken
+ * apart from there. So no tree is too deep to remove under a low RLIMIT_NOFILE (an archive's
+ * 2000 levels, under PATH_MAX, with 1024 descriptors), and no path is ever followed. */
+#define RMTREE_FD_DEPTH 128
+
+struct rmtree {
+	dev_t dev;           /* the top's file system: a mount point under it is not entered */
+	int top;             /* the top directory, once open */
+	unsigned long moved; /* directories moved up into it */
+	struct dsec_err *err;
+};
+
+static int rmtree_entry(struct rmtree *r, int pfd, const char *name, int depth)
 {
 	struct stat st;
 	DIR *d;
 	struct dirent *de;
 	int fd, rc = 0;
+	unsigned long before;
 
-	if (depth > 4096)
-		return dsec_err_set(err, ELOOP, "'%s': tree too deep", name);
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return dsec_err_sys(err, "stat '%s'", name);
+		return dsec_err_sys(r->err, "stat '%s'", name);
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		if (unlinkat(pfd, name, 0) < 0 && errno != ENOENT)
-			return dsec_err_sys(err, "unlink '%s'", name);
+			return dsec_err_sys(r->err, "unlink '%s'", name);
 		return 0;
 	}
-	if (dev && st.st_dev != dev)
-		return dsec_err_set(err, EBUSY, "'%s': is a mount point", name);
-	fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (depth && st.st_dev != r->dev)
+		return dsec_err_set(r->err, EBUSY, "'%s': is a mount point", name);
+	fd = depth < RMTREE_FD_DEPTH
+		 ? openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		 : -1;
+	if (fd < 0 && depth >= 2 && (depth >= RMTREE_FD_DEPTH || errno == EMFILE)) {
+		char up[32];
+
+		for (;;) {
+			snprintf(up, sizeof(up), ".dsec-rm-%lu", r->moved++);
+			if (renameat2(pfd, name, r->top, up, RENAME_NOREPLACE) == 0)
+				return 0;
+			if (errno != EEXIST)
+				return dsec_err_sys(r->err, "move '%s' up", name);
+		}
+	}
 	if (fd < 0)
-		return dsec_err_sys(err, "open '%s'", name);
+		return dsec_err_sys(r->err, "open '%s'", name);
 	/* a directory without write or search permission (from an archive) cannot be emptied */
 	if ((st.st_mode & 0700) != 0700)
 		fchmod(fd, (st.st_mode & 07777) | 0700);
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
-		return dsec_err_sys(err, "opendir '%s'", name);
+		return dsec_err_sys(r->err, "opendir '%s'", name);
 	}
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (rmtree_fd(dirfd(d), de->d_name, st.st_dev, depth + 1, err) < 0) {
-			rc = -1;
-			break;
-		}
+	if (!depth) {
+		r->dev = st.st_dev;
+		r->top = fd;
 	}
+	do { /* the top again while directories were moved up into it */
+		before = r->moved;
+		while (rc == 0 && (de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				rc = rmtree_entry(r, fd, de->d_name, depth + 1);
+		if (!depth && rc == 0 && r->moved != before)
+			rewinddir(d);
+	} while (!depth && rc == 0 && r->moved != before);
 	closedir(d);
 	if (rc < 0)
 		return rc;
 	if (unlinkat(pfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return dsec_err_sys(err, "rmdir '%s'", name);
+		return dsec_err_sys(r->err, "rmdir '%s'", name);
 	return 0;
+}
+
+static int rmtree_fd(int pfd, const char *name, struct dsec_err *err)
+{
+	struct rmtree r = {.top = -1, .err = err};
+
+	return rmtree_entry(&r, pfd, name, 0);
 }
 
 int dsec_rmtree_at(int dirfd, const char *name, struct dsec_err *err)
 {
-	return rmtree_fd(dirfd, name, 0, 0, err);
+	return rmtree_fd(dirfd, name, err);
 }
 
 int dsec_rmtree(const char *path, struct dsec_err *err)
 {
-	return rmtree_fd(AT_FDCWD, path, 0, 0, err);
+	return rmtree_fd(AT_FDCWD, path, err);
 }
 
 int dsec_parse_size(const char *s, uint64_t max, uint64_t *out, const char *what,

@@ -27,6 +27,17 @@ int main(void)
 	big[sizeof(big) - 1] = 0;
 	dsec_err_set(&err, E2BIG, "%s", big);
 	ok(strlen(err.msg) == DSEC_ERR_MSG_MAX - 1, "long message truncated, not overflowed");
+	/* a long name in the middle: the start and what went wrong stay, around "..." */
+	errno = EMFILE;
+	dsec_err_sys(&err, "'%s': opendir", big);
+	{
+		const char *end = "a': opendir: Too many open files";
+		size_t n = strlen(err.msg);
+
+		ok(n == DSEC_ERR_MSG_MAX - 1 && !strncmp(err.msg, "'aaa", 4) &&
+		       strstr(err.msg, "a...a") && !strcmp(err.msg + n - strlen(end), end),
+		   "long name cut in the middle: %.8s...%s", err.msg, err.msg + n - strlen(end));
+	}
 	ok(untouched.errnum == 0 && untouched.msg[0] == 0, "untouched on success");
 	ok(dsec_err_set(NULL, 1, "x") == -1, "NULL err tolerated");
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +73,31 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/outside/keep", dir);
 	ok(access(path, F_OK) == 0, "file behind the link survives");
 	ok(faccessat(fd, "a", F_OK, AT_SYMLINK_NOFOLLOW) < 0, "tree gone");
+	/* a tree 1000 levels deep, each with a file and a directory that cannot be entered,
+	 * removed under 64 descriptors: deeper than the descriptors it may hold */
+	{
+		struct rlimit was, low = {64, 64};
+		int d = dup(fd), i, made = 1;
+
+		for (i = 0; i < 1000 && made; i++) {
+			int sub;
+
+			made = mkdirat(d, i ? "d" : "deep", 0755) == 0 &&
+			       close(openat(d, "f", O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) == 0 &&
+			       mkdirat(d, "locked", 0) == 0 &&
+			       (sub = openat(d, i ? "d" : "deep", O_RDONLY | O_DIRECTORY)) >= 0;
+			close(d);
+			d = made ? sub : -1;
+		}
+		if (d >= 0)
+			close(d);
+		ok(made, "1000 levels made");
+		getrlimit(RLIMIT_NOFILE, &was);
+		ok(setrlimit(RLIMIT_NOFILE, &low) == 0, "64 descriptors");
+		ok(dsec_rmtree_at(fd, "deep", &err) == 0, "deep tree removed: %s", err.msg);
+		setrlimit(RLIMIT_NOFILE, &was);
+		ok(faccessat(fd, "deep", F_OK, AT_SYMLINK_NOFOLLOW) < 0, "deep tree gone");
+	}
 	close(fd);
 	ok(dsec_rmtree(dir, &err) == 0, "cleanup");
 	return tap_done();
