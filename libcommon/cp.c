@@ -41,6 +41,7 @@
 	X(archive_entry_new)                                                                       \
 	X(archive_entry_pathname)                                                                  \
 	X(archive_entry_set_gname)                                                                 \
+	X(archive_entry_set_hardlink)                                                              \
 	X(archive_entry_set_mode)                                                                  \
 	X(archive_entry_set_pathname)                                                              \
 	X(archive_entry_set_uname)                                                                 \
@@ -96,6 +97,7 @@ static const struct {
 #define archive_entry_new (*la_archive_entry_new)
 #define archive_entry_pathname (*la_archive_entry_pathname)
 #define archive_entry_set_gname (*la_archive_entry_set_gname)
+#define archive_entry_set_hardlink (*la_archive_entry_set_hardlink)
 #define archive_entry_set_mode (*la_archive_entry_set_mode)
 #define archive_entry_set_pathname (*la_archive_entry_set_pathname)
 #define archive_entry_set_uname (*la_archive_entry_set_uname)
@@ -195,11 +197,10 @@ static int split_path(const char *path, char *dir, size_t dn, char *base, size_t
 
 /* Replace the first component of entry e's name (old) with new_top. Returns 0, or -1 when the
  * name does not start with old (a stream we did not ask for). */
-static int retop(struct archive_entry *e, const char *old, const char *new_top)
+/* p with its top component old renamed new_top, in buf. 0, or -1 when p is not under old. */
+static int retop_name(const char *p, const char *old, const char *new_top, char *buf, size_t n)
 {
-	const char *p = archive_entry_pathname(e);
 	size_t ol = strlen(old);
-	char buf[PATH_MAX];
 
 	if (!p)
 		return -1;
@@ -211,9 +212,23 @@ static int retop(struct archive_entry *e, const char *old, const char *new_top)
 		p += ol;
 	else
 		return -1;
-	if (snprintf(buf, sizeof(buf), "%s%s", new_top, p) >= (int)sizeof(buf))
+	return snprintf(buf, n, "%s%s", new_top, p) >= (int)n ? -1 : 0;
+}
+
+/* The entry's name, and a hard link's target, with the top component renamed (retop_name). */
+static int retop(struct archive_entry *e, const char *old, const char *new_top)
+{
+	const char *link = archive_entry_hardlink(e);
+	char buf[PATH_MAX];
+
+	if (retop_name(archive_entry_pathname(e), old, new_top, buf, sizeof(buf)) < 0)
 		return -1;
 	archive_entry_set_pathname(e, buf);
+	if (link) {
+		if (retop_name(link, old, new_top, buf, sizeof(buf)) < 0)
+			return -1;
+		archive_entry_set_hardlink(e, buf);
+	}
 	return 0;
 }
 
@@ -270,10 +285,12 @@ static void tmp_name(const char *path, char *tmp, size_t n)
 }
 
 /* Copy entries from reader r to disk writer w, renaming the top component old → new_top (none
- * when new_top is NULL). Only regular files, directories and symbolic links pass; hard links
- * and device nodes are skipped. 0 or -1 with msg. */
+ * when new_top is NULL). Only regular files, directories and symbolic links pass, and hard
+ * links when links is set (inside the sandbox, where a link can reach only the sandbox's own
+ * files; on the host a file's further names are skipped); device nodes are skipped. 0 or -1
+ * with msg. */
 static int unpack(struct archive *r, struct archive *w, const char *old, const char *new_top,
-		  struct progress *pg, char *msg, size_t mn)
+		  int links, struct progress *pg, char *msg, size_t mn)
 {
 	char name[PATH_MAX], tmp[PATH_MAX] = "";
 	struct archive_entry *e;
@@ -285,7 +302,8 @@ static int unpack(struct archive *r, struct archive *w, const char *old, const c
 		size_t size;
 		la_int64_t off;
 
-		if (archive_entry_hardlink(e) || (t != AE_IFREG && t != AE_IFDIR && t != AE_IFLNK))
+		if (archive_entry_hardlink(e) ? !links
+					      : t != AE_IFREG && t != AE_IFDIR && t != AE_IFLNK)
 			continue;
 		if (new_top && retop(e, old, new_top) < 0) {
 			snprintf(msg, mn, "unexpected entry '%s' in the stream",
@@ -298,7 +316,7 @@ static int unpack(struct archive *r, struct archive *w, const char *old, const c
 		if (t == AE_IFDIR && is_top(name, new_top ? new_top : ".") && is_dir(name))
 			continue;
 		tmp[0] = '\0';
-		if (t == AE_IFREG)
+		if (t == AE_IFREG && !archive_entry_hardlink(e))
 			tmp_name(name, tmp, sizeof(tmp));
 		if (tmp[0])
 			archive_entry_set_pathname(e, tmp);
@@ -637,7 +655,7 @@ static int sandbox_unpack(void *arg)
 		snprintf(msg, sizeof(msg), "read stream: %s", archive_error_string(r));
 		ret = -1;
 	} else
-		ret = unpack(r, w, j->top, new_top, NULL, msg, sizeof(msg));
+		ret = unpack(r, w, j->top, new_top, 1, NULL, msg, sizeof(msg));
 	if (ret == 0 && archive_write_close(w) != ARCHIVE_OK) {
 		snprintf(msg, sizeof(msg), "%s", archive_error_string(w));
 		ret = -1;
@@ -970,7 +988,7 @@ int dsec_cp_out(struct dsec_exec_target *t, const char *src, const char *dst, ui
 		else if (archive_read_open(rd, &io, NULL, la_pipe_read, NULL) != ARCHIVE_OK) {
 			snprintf(msg, sizeof(msg), "read stream: %s", archive_error_string(rd));
 			r = -1;
-		} else if ((r = unpack(rd, w, sbase, new_top, &pg, msg, sizeof(msg))) == 0 &&
+		} else if ((r = unpack(rd, w, sbase, new_top, 0, &pg, msg, sizeof(msg))) == 0 &&
 			   archive_write_close(w) != ARCHIVE_OK) {
 			snprintf(msg, sizeof(msg), "%s", archive_error_string(w));
 			r = -1;

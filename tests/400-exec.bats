@@ -700,6 +700,38 @@ EOF
 	[ "$(dsec-exec "$ID" stat -c %s /tmp/big)" = 3145728 ]
 }
 
+@test "cp: hard links copied in stay hard links (a tree, a renamed tree, a tar stream); a link out of the stream's dir is refused" {
+	mkdir -p "$TESTDIR/hl/sub"
+	echo data >"$TESTDIR/hl/a"
+	ln "$TESTDIR/hl/a" "$TESTDIR/hl/b"
+	ln "$TESTDIR/hl/a" "$TESTDIR/hl/sub/c"
+	local dst
+	for dst in /tmp /tmp/renamed; do
+		dsec-exec cp "$TESTDIR/hl" "$ID:$dst"
+		local d=$dst
+		[ "$dst" = /tmp ] && d=/tmp/hl
+		run dsec-exec "$ID" sh -c "cat $d/a $d/b $d/sub/c; stat -c '%h %i' $d/a $d/b $d/sub/c | sort -u"
+		[ "${lines[0]}${lines[1]}${lines[2]}" = datadatadata ]
+		[ "${#lines[@]}" -eq 4 ] # one inode, three names
+		[[ "${lines[3]}" == "3 "* ]]
+	done
+	dsec-exec "$ID" mkdir /tmp/s
+	tar -C "$TESTDIR/hl" -cf - . | dsec-exec cp - "$ID:/tmp/s"
+	run dsec-exec "$ID" stat -c %h /tmp/s/sub/c
+	[ "$output" = 3 ]
+	# a stream whose link leads out of the destination dir fails, and the file there stays
+	python3 - "$TESTDIR/out.tar" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    i = tarfile.TarInfo("x"); i.type = tarfile.LNKTYPE; i.linkname = "../passwd"; t.addfile(i)
+PY
+	dsec-exec "$ID" sh -c 'echo keep >/tmp/passwd'
+	must_fail dsec-exec cp - "$ID:/tmp/s" <"$TESTDIR/out.tar"
+	[ "$(dsec-exec "$ID" cat /tmp/passwd)" = keep ]
+	run dsec-exec "$ID" test -e /tmp/s/x
+	[ "$status" -ne 0 ]
+}
+
 @test "cp: names past ASCII (UTF-8 or not) copy both ways as the bytes they are" {
 	mkdir -p "$TESTDIR/in"
 	echo a >"$TESTDIR/in/é.txt"
