@@ -49,8 +49,10 @@ struct pipeline {
 	EVP_MD_CTX *blob_md; /* of the input as read, when its digest is known */
 	int raw_eof;
 	uint64_t stream_bytes, max_bytes;
-	uint64_t room; /* of the source copy, as dsec_extract's */
-	int stopped;   /* errno of a limit the stream stopped at (EFBIG, ENOSPC), or 0 */
+	uint64_t room;    /* of the source copy, as dsec_extract's */
+	uint64_t src_off; /* bytes of the source copy so far, its holes included */
+	uint64_t trail;   /* uncompressed bytes after the archive's end */
+	int stopped;      /* errno of a limit the stream stopped at (EFBIG, ENOSPC), or 0 */
 	uint64_t t0;
 	struct dsec_progress pg;
 	uint64_t *files;
@@ -181,6 +183,63 @@ fail:
 
 /* ---- the stream: tee, decompress, hash ---- */
 
+#define SRC_BLOCK 4096
+
+/* Append n bytes to the source copy: its 4 KiB blocks of zeros (by offset in the file) as holes,
+ * so that an uncompressed stream of zeros costs no disk there either; the size is set at the
+ * end (src_end). 0, or -1 with the error set on a. */
+static int src_write(struct pipeline *pl, struct archive *a, const unsigned char *p, size_t n)
+{
+	static const unsigned char zero[SRC_BLOCK];
+	uint64_t data = 0;
+	struct dsec_err e;
+	size_t i, len;
+
+	for (i = 0; i < n; i += len) { /* the bytes to write, for the reserve */
+		len = SRC_BLOCK - (size_t)((pl->src_off + i) % SRC_BLOCK);
+		if (len > n - i)
+			len = n - i;
+		if (memcmp(p + i, zero, len))
+			data += len;
+	}
+	/* the copy is on the store's disk as the tree is: the same reserve is kept */
+	if (data && dsec_layer_room(pl->src_fd, &pl->room, data, "source copy", &e) < 0) {
+		pl->stopped = e.errnum;
+		archive_set_error(a, e.errnum, "%s", e.msg);
+		return -1;
+	}
+	for (i = 0; i < n; i += len) {
+		len = SRC_BLOCK - (size_t)((pl->src_off + i) % SRC_BLOCK);
+		if (len > n - i)
+			len = n - i;
+		if (!memcmp(p + i, zero, len))
+			continue;
+		for (size_t done = 0; done < len;) {
+			ssize_t w = pwrite(pl->src_fd, p + i + done, len - done,
+					   (off_t)(pl->src_off + i + done));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				archive_set_error(a, errno, "write source copy: %s",
+						  strerror(errno));
+				return -1;
+			}
+			done += (size_t)w;
+		}
+	}
+	pl->src_off += n;
+	return 0;
+}
+
+/* The source copy's size, its last blocks holes or not. */
+static int src_end(struct pipeline *pl, struct dsec_err *err)
+{
+	if (pl->src_fd >= 0 && ftruncate(pl->src_fd, (off_t)pl->src_off) < 0)
+		return dsec_err_sys(err, "write source copy");
+	return 0;
+}
+
 static la_ssize_t raw_read(struct archive *a, void *arg, const void **buf)
 {
 	struct pipeline *pl = arg;
@@ -195,31 +254,8 @@ static la_ssize_t raw_read(struct archive *a, void *arg, const void **buf)
 	}
 	if (n > 0 && pl->blob_md)
 		EVP_DigestUpdate(pl->blob_md, pl->inbuf, (size_t)n);
-	if (n > 0 && pl->src_fd >= 0) {
-		const unsigned char *p = pl->inbuf;
-		size_t left = (size_t)n;
-		struct dsec_err e;
-
-		/* the copy is on the store's disk as the tree is: the same reserve is kept */
-		if (dsec_layer_room(pl->src_fd, &pl->room, (uint64_t)n, "source copy", &e) < 0) {
-			pl->stopped = e.errnum;
-			archive_set_error(a, e.errnum, "%s", e.msg);
-			return -1;
-		}
-		while (left) {
-			ssize_t w = write(pl->src_fd, p, left);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				archive_set_error(a, errno, "write source copy: %s",
-						  strerror(errno));
-				return -1;
-			}
-			p += w;
-			left -= (size_t)w;
-		}
-	}
+	if (n > 0 && pl->src_fd >= 0 && src_write(pl, a, pl->inbuf, (size_t)n) < 0)
+		return -1;
 	*buf = pl->inbuf;
 	return n;
 }
@@ -331,7 +367,16 @@ static int pipeline_drain(struct pipeline *pl, char hex[65], struct dsec_err *er
 			    archive_error_string(pl->tar));
 		if (n == 0)
 			break;
+		/* what follows the end is hashed into the diff id, as the tar's padding is;
+		 * megabytes of it are no layer (an endless stream of zeros is an empty tar) */
+		pl->trail += (uint64_t)n;
+		if (pl->trail > DSEC_LAYER_TRAIL_MAX)
+			return dsec_err_set(err, EFBIG,
+					    "bad archive: more than %d MiB after its end",
+					    DSEC_LAYER_TRAIL_MAX >> 20);
 	}
+	if (src_end(pl, err) < 0)
+		return -1;
 	EVP_DigestFinal_ex(pl->md, md, &mdlen);
 	for (unsigned i = 0; i < 32; i++)
 		sprintf(hex + 2 * i, "%02x", md[i]);

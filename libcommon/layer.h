@@ -17,6 +17,8 @@
 
 #define DSEC_LAYER_MAX_BYTES_DEFAULT (64ULL << 30)
 #define DSEC_LAYER_MAX_FILES_DEFAULT 1000000ULL
+/* Uncompressed bytes a layer's stream may carry after the tar's end (its padding is some KiB) */
+#define DSEC_LAYER_TRAIL_MAX (16 << 20)
 
 struct dsec_import_opts {
 	const char *kind;   /* "base", "intermediate", "application", or NULL */

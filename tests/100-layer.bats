@@ -523,6 +523,18 @@ t.addfile(ti, open("/dev/zero", "rb")); t.close()' zeros.tar
 	run in_layer "$id" sh -c 'stat -c %s $M/zeros; dd if=$M/zeros bs=1M skip=700 count=1 2>/dev/null | tr -d "\\0" | wc -c'
 	[ "${lines[0]}" = 1073741824 ]
 	[ "${lines[1]}" = 0 ]
+	# uncompressed, the same file's zeros are holes in the kept copy of the stream too
+	zstd -q -d --rm zeros.tar.zst
+	run dsec-layer import zeros.tar
+	[ "$status" -eq 0 ]
+	[ "$(du -sm "$DSEC_ROOT" | cut -f1)" -lt 20 ]
+	rm zeros.tar
+	# an endless stream of zeros is an empty tar followed by zeros: it fails soon, and
+	# leaves nothing
+	run timeout 20 dsec-layer import /dev/zero
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'/dev/zero': bad archive: more than 16 MiB after its end"* ]]
+	[ -z "$(ls -A "$DSEC_ROOT/tmp")" ]
 	# 400 MiB of data (no zeros) into a store on a 256 MiB file system: refused, nothing left
 	mkdir small
 	mount -t tmpfs -o size=256m tmpfs small
