@@ -15,6 +15,9 @@
 
 /* v1: the memory controller's limit on socket buffers, which it counts apart from memory */
 #define TCP_LIMIT_V1 "memory.kmem.tcp.limit_in_bytes"
+/* a sandbox's share of the node's TCP memory before pressure, at most (tcp_limit_v1) */
+#define DSEC_CG_TCP_SHARE 16
+#define DSEC_CG_TCP_MIN (16ULL << 20)
 
 static const char *const ctrl_name[DSEC_CG_NCTRL] = {"memory", "cpu",     "cpuacct",
 						     "pids",   "freezer", "blkio"};
@@ -349,6 +352,42 @@ static int make_dir(const char *dir, struct dsec_err *err)
 	return 0;
 }
 
+/* v1's TCP limit: the memory limit (none: unlimited), but at most DSEC_CG_TCP_SHARE of the TCP
+ * memory the node has before pressure (net.ipv4.tcp_mem's first value, in pages), and at least
+ * DSEC_CG_TCP_MIN. The kernel counts a sandbox's socket buffers in that node-wide figure too,
+ * the host's own connections included: at a limit of --memory, two sandboxes of 1G put every
+ * connection of the node under pressure, three at its hard limit. */
+static void tcp_limit_v1(const char *dir, uint64_t memory)
+{
+	static uint64_t cap;
+	char buf[128], val[32];
+	uint64_t lim;
+
+	if (!cap) {
+		int fd = open("/proc/sys/net/ipv4/tcp_mem", O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		unsigned long long low = 0;
+
+		if (fd >= 0)
+			close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+		/* in whole pages, as the kernel keeps it */
+		cap = sscanf(buf, "%llu", &low) == 1 && low
+			  ? (uint64_t)low * page / DSEC_CG_TCP_SHARE / page * page
+			  : UINT64_MAX;
+		if (cap < DSEC_CG_TCP_MIN)
+			cap = DSEC_CG_TCP_MIN;
+	}
+	lim = memory && memory < cap ? memory : cap;
+	if (lim == UINT64_MAX)
+		snprintf(val, sizeof(val), "-1");
+	else
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)lim);
+	write_str(dir, TCP_LIMIT_V1, val, NULL);
+}
+
 int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
 {
 	const struct dsec_limits *l = &sb->limits;
@@ -396,11 +435,12 @@ int dsec_cgroup_create(const struct dsec_sandbox *sb, struct dsec_err *err)
 			goto fail;
 		/* present only with swap accounting; keeps swap inside the limit */
 		write_str(d, "memory.memsw.limit_in_bytes", val, NULL);
-		/* v1 charges socket buffers to a memory cgroup only once it has a TCP limit, and
-		 * apart from its memory: without one, a sandbox's unread loopback data is the
-		 * node's (net.ipv4.tcp_mem), past its --memory */
-		write_str(d, TCP_LIMIT_V1, val, NULL);
 	}
+	/* v1 charges socket buffers to a memory cgroup only once it has a TCP limit, and apart
+	 * from its memory: without one, a sandbox's unread loopback data is the node's
+	 * (net.ipv4.tcp_mem), past its --memory */
+	if (sb->cg.v1[DSEC_CG_MEMORY][0])
+		tcp_limit_v1(sb->cg.v1[DSEC_CG_MEMORY], l->memory);
 	if (l->cpus > 0) {
 		snprintf(val, sizeof(val), "%llu", (unsigned long long)(l->cpus * 100000 + 0.5));
 		if (write_str(sb->cg.v1[DSEC_CG_CPU], "cpu.cfs_quota_us", val, err) < 0)
@@ -804,7 +844,7 @@ int dsec_cgroup_set_limits(const struct dsec_sandbox *sb, const struct dsec_limi
 				return -1;
 			if (!up)
 				write_str(d, "memory.memsw.limit_in_bytes", val, NULL);
-			write_str(d, TCP_LIMIT_V1, val, NULL); /* as at create */
+			tcp_limit_v1(d, l->memory); /* as at create */
 		}
 	}
 	if (!old || old->cpus != l->cpus) {

@@ -120,7 +120,7 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	done
 }
 
-@test "resources: socket buffers count against the memory limit (v1: a TCP limit of the same size)" {
+@test "resources: socket buffers count against the memory limit (v1: a TCP limit of the same size, within a share of the node's)" {
 	spawn_one --memory 64M
 	v1 "$ID" || skip "cgroup v2 charges socket buffers to memory.max itself"
 	[ "$(cg_file "$ID" memory memory.kmem.tcp.limit_in_bytes)" = 67108864 ]
@@ -128,9 +128,27 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	# unread data on 64 loopback connections: about 240 MiB where nothing charges it
 	run dsec-exec "$ID" probe tcp-fill 0
 	[ "$status" -eq 0 ] && [ "$output" -le 72 ] || { echo "queued: $output MiB ($status)"; return 1; }
-	# a resize moves it with the memory limit
-	dsec-spawn --resize "$ID" --memory 128M >/dev/null
-	[ "$(cg_file "$ID" memory memory.kmem.tcp.limit_in_bytes)" = 134217728 ]
+	# a resize moves it with the memory limit, but never past a sixteenth of the node's TCP
+	# memory before pressure (tcp_mem[0]), which counts every sandbox's buffers and the
+	# host's own: a few sandboxes of 2G would reach it
+	local low cap
+	read -r low _ </proc/sys/net/ipv4/tcp_mem
+	cap=$((low * $(getconf PAGESIZE) / 16 / $(getconf PAGESIZE) * $(getconf PAGESIZE)))
+	[ "$cap" -ge $((16 << 20)) ] || cap=$((16 << 20))
+	dsec-spawn --resize "$ID" --memory 32M >/dev/null
+	[ "$(cg_file "$ID" memory memory.kmem.tcp.limit_in_bytes)" = $((cap < 33554432 ? cap : 33554432)) ]
+	[ "$cap" -lt $((2 << 30)) ] || skip "tcp_mem[0] / 16 is 2G or more here"
+	dsec-spawn --resize "$ID" --memory 2G >/dev/null
+	[ "$(cg_file "$ID" memory memory.kmem.tcp.limit_in_bytes)" = "$cap" ]
+	run dsec-exec "$ID" probe tcp-fill 0
+	[ "$status" -eq 0 ] && [ "$output" -le $(((cap >> 20) + 8)) ] || {
+		echo "queued: $output MiB, cap $((cap >> 20)) MiB ($status)"
+		return 1
+	}
+	local S
+	S=$(dsec-spawn --image busybox --memory 3G | jq -r .id)
+	[ "$(cg_file "$S" memory memory.kmem.tcp.limit_in_bytes)" = "$cap" ]
+	dsec-reap "$S" >/dev/null
 }
 
 @test "admission: a full node refuses with an error record, room comes back when one goes" {
