@@ -5,7 +5,7 @@ MANDIR ?= $(PREFIX)/share/man
 DESTDIR ?=
 
 CC ?= cc
-PKGS = libarchive jansson libseccomp libcap libzstd libcrypto
+PKGS = libarchive jansson libseccomp libcap libzstd libcrypto zlib
 WARN = -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings -Wpointer-arith \
        -Wmissing-prototypes -Wstrict-prototypes -Wno-unused-parameter -Wundef -Wvla -Wno-format-truncation
 CFLAGS ?= -O2 -g

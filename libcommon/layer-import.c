@@ -23,6 +23,7 @@
 #include <zstd.h>
 
 #include "erofs.h"
+#include "gzcheck.h"
 #include "layer-int.h"
 #include "oci.h"
 
@@ -49,10 +50,11 @@ struct pipeline {
 	EVP_MD_CTX *blob_md; /* of the input as read, when its digest is known */
 	int raw_eof;
 	uint64_t stream_bytes, max_bytes;
-	uint64_t room;    /* of the source copy, as dsec_extract's */
-	uint64_t src_off; /* bytes of the source copy so far, its holes included */
-	uint64_t trail;   /* uncompressed bytes after the archive's end */
-	int stopped;      /* errno of a limit the stream stopped at (EFBIG, ENOSPC), or 0 */
+	uint64_t room;           /* of the source copy, as dsec_extract's */
+	uint64_t src_off;        /* bytes of the source copy so far, its holes included */
+	uint64_t trail;          /* uncompressed bytes after the archive's end */
+	struct dsec_gzcheck *gz; /* a gzip stream's CRCs, checked when no digest covers it */
+	int stopped;             /* errno of a limit the stream stopped at (EFBIG, ENOSPC), or 0 */
 	uint64_t t0;
 	struct dsec_progress pg;
 	uint64_t *files;
@@ -183,6 +185,14 @@ fail:
 
 /* ---- the stream: tee, decompress, hash ---- */
 
+/* libarchive's message for a, which some failures leave unset (a gzip trailer cut short) */
+static const char *la_err(struct archive *a)
+{
+	const char *m = archive_error_string(a);
+
+	return m ? m : "truncated or corrupt stream";
+}
+
 #define SRC_BLOCK 4096
 
 /* Append n bytes to the source copy: its 4 KiB blocks of zeros (by offset in the file) as holes,
@@ -256,6 +266,14 @@ static la_ssize_t raw_read(struct archive *a, void *arg, const void **buf)
 		EVP_DigestUpdate(pl->blob_md, pl->inbuf, (size_t)n);
 	if (n > 0 && pl->src_fd >= 0 && src_write(pl, a, pl->inbuf, (size_t)n) < 0)
 		return -1;
+	if (n > 0 && pl->gz) {
+		struct dsec_err e = {0};
+
+		if (dsec_gzcheck_feed(pl->gz, pl->inbuf, (size_t)n, &e) < 0) {
+			archive_set_error(a, e.errnum, "%s", e.msg);
+			return -1;
+		}
+	}
 	*buf = pl->inbuf;
 	return n;
 }
@@ -275,7 +293,7 @@ static la_ssize_t tar_read(struct archive *a, void *arg, const void **buf)
 		return 0;
 	}
 	if (r < ARCHIVE_WARN) {
-		archive_set_error(a, archive_errno(pl->raw), "%s", archive_error_string(pl->raw));
+		archive_set_error(a, archive_errno(pl->raw), "%s", la_err(pl->raw));
 		return -1;
 	}
 	EVP_DigestUpdate(pl->md, *buf, n);
@@ -303,6 +321,7 @@ static void pipeline_free(struct pipeline *pl)
 		EVP_MD_CTX_free(pl->md);
 	if (pl->blob_md)
 		EVP_MD_CTX_free(pl->blob_md);
+	dsec_gzcheck_free(pl->gz);
 	free(pl->inbuf);
 	memset(pl, 0, sizeof(*pl));
 }
@@ -327,6 +346,9 @@ static int pipeline_open(struct pipeline *pl, int in_fd, int src_fd, uint64_t ma
 	if (hash_input && (!(pl->blob_md = EVP_MD_CTX_new()) ||
 			   !EVP_DigestInit_ex(pl->blob_md, EVP_sha256(), NULL)))
 		return dsec_err_set(err, ENOMEM, "out of memory");
+	/* a blob's digest covers its bytes; a stream of its own has only its CRCs (gzcheck.h) */
+	if (!hash_input && !(pl->gz = dsec_gzcheck_new()))
+		return dsec_err_set(err, ENOMEM, "out of memory");
 	/* the decompressors libarchive has built in; never external programs */
 	archive_read_support_filter_gzip(pl->raw);
 	archive_read_support_filter_bzip2(pl->raw);
@@ -336,18 +358,17 @@ static int pipeline_open(struct pipeline *pl, int in_fd, int src_fd, uint64_t ma
 	archive_read_support_filter_lz4(pl->raw);
 	archive_read_support_format_raw(pl->raw);
 	if (archive_read_open(pl->raw, pl, NULL, raw_read, NULL) != ARCHIVE_OK)
-		return dsec_err_set(err, EINVAL, "input: %s", archive_error_string(pl->raw));
+		return dsec_err_set(err, EINVAL, "input: %s", la_err(pl->raw));
 	r = archive_read_next_header(pl->raw, &e);
 	if (r == ARCHIVE_EOF)
 		return dsec_err_set(err, EINVAL, "input is empty");
 	if (r < ARCHIVE_WARN)
-		return dsec_err_set(err, EINVAL, "input: %s", archive_error_string(pl->raw));
+		return dsec_err_set(err, EINVAL, "input: %s", la_err(pl->raw));
 	if (!with_tar)
 		return 0;
 	archive_read_support_format_tar(pl->tar);
 	if (archive_read_open(pl->tar, pl, NULL, tar_read, NULL) != ARCHIVE_OK)
-		return dsec_err_set(err, EINVAL, "not a tar archive: %s",
-				    archive_error_string(pl->tar));
+		return dsec_err_set(err, EINVAL, "not a tar archive: %s", la_err(pl->tar));
 	return 0;
 }
 
@@ -364,7 +385,7 @@ static int pipeline_drain(struct pipeline *pl, char hex[65], struct dsec_err *er
 		if (n < 0)
 			return dsec_err_set(
 			    err, archive_errno(pl->tar) > 0 ? archive_errno(pl->tar) : EIO, "%s",
-			    archive_error_string(pl->tar));
+			    la_err(pl->tar));
 		if (n == 0)
 			break;
 		/* what follows the end is hashed into the diff id, as the tar's padding is;
@@ -375,7 +396,7 @@ static int pipeline_drain(struct pipeline *pl, char hex[65], struct dsec_err *er
 					    "bad archive: more than %d MiB after its end",
 					    DSEC_LAYER_TRAIL_MAX >> 20);
 	}
-	if (src_end(pl, err) < 0)
+	if (src_end(pl, err) < 0 || (pl->gz && dsec_gzcheck_end(pl->gz, err) < 0))
 		return -1;
 	EVP_DigestFinal_ex(pl->md, md, &mdlen);
 	for (unsigned i = 0; i < 32; i++)
@@ -641,9 +662,8 @@ static int import_once(const struct dsec_paths *p, const struct dsec_import_opts
 		/* a damaged header is the end: libarchive would go on looking for the next one
 		 * inside the damaged entry's data, where other readers see file contents */
 		if (r == ARCHIVE_RETRY || r < ARCHIVE_WARN) {
-			dsec_err_set(
-			    err, pl.stopped ? pl.stopped : EINVAL, "%s%s",
-			    pl.stopped ? "" : "bad archive: ", archive_error_string(pl.tar));
+			dsec_err_set(err, pl.stopped ? pl.stopped : EINVAL, "%s%s",
+				     pl.stopped ? "" : "bad archive: ", la_err(pl.tar));
 			goto out_pl;
 		}
 		/* the directories an entry's path implies count as entries too: a name of 4 KiB
@@ -893,7 +913,7 @@ int dsec_layer_export(const struct dsec_paths *p, const char *id, int fd, struct
 		la_ssize_t n = tar_read(pl.raw, &pl, &buf);
 
 		if (n < 0) {
-			dsec_err_set(err, EIO, "layer %s: %s", id, archive_error_string(pl.raw));
+			dsec_err_set(err, EIO, "layer %s: %s", id, la_err(pl.raw));
 			goto out;
 		}
 		if (n == 0)

@@ -4,7 +4,7 @@
 set -eu
 
 pkgs="build-essential pkg-config libseccomp-dev libcap-dev libarchive-dev libzstd-dev
-libjansson-dev libssl-dev erofs-utils zstd xz-utils bats jq busybox-static debootstrap mandoc shellcheck
+libjansson-dev libssl-dev zlib1g-dev erofs-utils zstd xz-utils bats jq busybox-static debootstrap mandoc shellcheck
 cppcheck clang-format clang libclang-rt-14-dev bubblewrap crun uidmap iproute2 util-linux
 libnftables-dev nftables
 procps kmod attr python3"

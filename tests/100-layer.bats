@@ -647,6 +647,31 @@ PY
 	: >empty
 	import_fails empty
 	import_fails /nonexistent/file
+	# gzip: libarchive reads a member's CRC and length without checking them, so a flipped
+	# bit in data stored as it is would import as wrong contents; each member is checked
+	gzip -c a.tar >a.tar.gz
+	flip() { python3 -c 'import sys
+d = bytearray(open(sys.argv[1], "rb").read()); d[int(sys.argv[2])] ^= 1
+open(sys.argv[3], "wb").write(d)' "$@"; }
+	flip a.tar.gz 60000 data.tar.gz
+	import_fails data.tar.gz
+	[[ "$output" == *"gzip member 1: incorrect data check"* ]]
+	flip a.tar.gz $(($(stat -c %s a.tar.gz) - 8)) crc.tar.gz
+	import_fails crc.tar.gz
+	[[ "$output" == *"gzip member 1: incorrect data check"* ]]
+	head -c $(($(stat -c %s a.tar.gz) - 3)) a.tar.gz >cut.tar.gz
+	import_fails cut.tar.gz
+	[[ "$output" != *"(null)"* ]]
+	# two members, the second one's trailer wrong; then both right, and padding after them
+	{ head -c 40000 a.tar | gzip -c; tail -c +40001 a.tar | gzip -c; } >two.tar.gz
+	flip two.tar.gz $(($(stat -c %s two.tar.gz) - 8)) two-bad.tar.gz
+	import_fails two-bad.tar.gz
+	[[ "$output" == *"gzip member 2: incorrect data check"* ]]
+	{ cat two.tar.gz; head -c 512 /dev/zero; } >padded.tar.gz
+	run dsec-layer import padded.tar.gz
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .bytes 100000
+	[ -z "$(ls -A "$DSEC_ROOT/tmp")" ]
 }
 
 @test "hostile: whiteouts naming '..' or '.' are refused" {
