@@ -255,6 +255,26 @@ static void collect_free(struct collect *c)
 		json_decref(c->recs[i]);
 }
 
+/* What names layer i of a manifest: its path in a docker archive, its digest in OCI. */
+static const char *layer_key(json_t *layers, size_t i, int kind)
+{
+	json_t *v = json_array_get(layers, i);
+
+	return kind == DSEC_OCI_DOCKER ? json_string_value(v)
+				       : json_string_value(json_object_get(v, "digest"));
+}
+
+/* The first index before i whose layer is layer i's blob, or i. */
+static size_t layer_seen(json_t *layers, size_t i, int kind)
+{
+	const char *key = layer_key(layers, i, kind), *k;
+
+	for (size_t j = 0; key && j < i; j++)
+		if ((k = layer_key(layers, j, kind)) && !strcmp(k, key))
+			return j;
+	return i;
+}
+
 static const char *kind_at(const struct dsec_import_opts *o, size_t i, size_t n)
 {
 	if (o->kind)
@@ -390,6 +410,18 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 			dsec_err_set(err, EINVAL, "layer %zu: no path", i);
 			goto out;
 		}
+		/* a blob the manifest listed before is that layer again: not unpacked twice */
+		size_t j = layer_seen(layers, i, kind);
+
+		if (j < i) {
+			memcpy(c.store[c.n], c.store[j], sizeof(c.store[0])); /* j < c.n: apart */
+			memcpy(c.diff[c.n], c.diff[j], sizeof(c.diff[0]));
+			c.ids[c.n] = c.store[c.n];
+			c.recs[c.n] = json_incref(c.recs[j]);
+			c.published[c.n] = 0;
+			c.n++;
+			goto check_diff;
+		}
 		fd = open_beneath(dirfd, lp, err);
 		if (fd < 0)
 			goto out;
@@ -402,6 +434,7 @@ int dsec_oci_import(const struct dsec_paths *p, const struct dsec_import_opts *o
 			dsec_err_wrap(err, "layer %zu '%s'", i, lp);
 			goto out;
 		}
+	check_diff:
 		rc = -1;
 		if (json_is_array(diff_ids)) {
 			const char *want = json_string_value(json_array_get(diff_ids, i));

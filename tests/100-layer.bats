@@ -990,6 +990,16 @@ PY
 	must_fail dsec-layer import oci.docker
 	[[ "$output" == *"config lists 1 diff ids for 8 layers"* ]]
 	[ "$(ls "$DSEC_ROOT/layers" | wc -l)" -eq "$before" ]
+	# one layer listed three times, as the config says: unpacked once
+	local d
+	d=sha256:$(sha256sum oci.docker/l1/layer.tar | cut -d' ' -f1)
+	jq -c '.[0].Layers = [range(3) as $i | "l1/layer.tar"] | .[0].RepoTags = ["thrice:1"]' \
+		oci.docker/manifest.json >m.json && cp m.json oci.docker/manifest.json
+	echo "{\"rootfs\":{\"diff_ids\":[\"$d\",\"$d\",\"$d\"]}}" >oci.docker/cfg.json
+	run dsec-layer -v import oci.docker
+	[ "$status" -eq 0 ]
+	[ "$(grep -c ': extracted ' <<<"$output")" -eq 1 ]
+	[ "$(jq -r '.layers | length' "$DSEC_ROOT/images/thrice:1.json")" -eq 3 ]
 	# a manifest that is a link is not followed, nor the dir taken for a rootfs
 	mv oci.docker/manifest.json oci.docker/real.json
 	ln -s real.json oci.docker/manifest.json
