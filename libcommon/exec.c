@@ -308,8 +308,7 @@ static int open_ptmx(void)
 /* The pty, made in the sandbox's mount namespace while we are still the host's root: its master
  * goes to the caller from here, not from inside the user namespace, where the kernel would
  * count the descriptor in flight against the host uid every sandbox's root shares (any one of
- * them holding its limit's worth in flight would refuse ours with ETOOMANYREFS). The peer is
- * given to root inside, as if opened there. Sets c->pts. */
+ * them holding its limit's worth in flight would refuse ours with ETOOMANYREFS). Sets c->pts. */
 static int open_tty(struct exec_ctx *c, struct dsec_err *err)
 {
 	int ptm, pts;
@@ -320,8 +319,12 @@ static int open_tty(struct exec_ctx *c, struct dsec_err *err)
 	pts = ioctl(ptm, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (pts < 0)
 		return dsec_err_sys(err, "open the pty peer");
-	if (c->t->sb.userns && fchown(pts, c->t->sb.root_uid, c->t->sb.gid_base) < 0)
-		return dsec_err_sys(err, "give the pty to the sandbox's root");
+	/* The peer stays the host root's, unmapped in the sandbox, and only its owner's: no
+	 * process of the sandbox can open it by its name (capabilities in a user namespace do
+	 * not reach an inode of an unmapped owner), so none that another command left running
+	 * reads this one's keystrokes or writes to its screen. The command has it open. */
+	if (c->t->sb.userns && fchmod(pts, 0600) < 0)
+		return dsec_err_sys(err, "keep the pty to the command");
 	if (c->s->ws.ws_row && ioctl(pts, TIOCSWINSZ, &c->s->ws) < 0)
 		return dsec_err_sys(err, "set the window size");
 	if (send_msg(c->sock, MSG_PTY, 0, 0, NULL, ptm) < 0)

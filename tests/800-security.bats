@@ -425,6 +425,25 @@ nswatch_result() {
 	wait
 }
 
+@test "ptys: a process one command leaves running cannot open a later -t command's terminal by its name" {
+	# the leftover looks while the terminal command runs
+	dsec-exec "$ID" sh -c '(sleep 1; /bin/probe ptsopen >/tmp/pts.out 2>&1) </dev/null >/dev/null 2>&1 &'
+	run script -qec "dsec-exec -t $ID sh -c 'tty; sleep 2'" /dev/null
+	[[ "$output" == *"/dev/pts/"* ]] # ttyname still finds it
+	local i
+	for i in $(seq 50); do
+		run dsec-exec "$ID" cat /tmp/pts.out
+		[ -n "$output" ] && break
+		sleep 0.1
+	done
+	echo "$output"
+	[[ "$output" == *":EACCES"* ]]
+	[[ "$output" != *":ok"* ]]
+	# control: a pty a process of the sandbox makes itself is open to the others by its name
+	run dsec-exec "$ID" probe ptsopen mine
+	[[ "$output" == *":ok"* ]] || { echo "control: $output"; return 1; }
+}
+
 @test "ptys: a sandbox has at most its own 64 (the kernel counts them for the whole node); another still gets a terminal" {
 	local B
 	B=$(spawn_probe)
@@ -452,9 +471,9 @@ nswatch_result() {
 	[[ "$(cat "$TESTDIR/a")" == *" ETOOMANYREFS" ]] || { echo "A: $(cat "$TESTDIR/a")"; return 1; }
 	out=$(script -qec "dsec-exec -t $B sh -c 'tty; echo status \$?'" /dev/null </dev/null)
 	[[ "$out" == *"/dev/pts/"*"status 0"* ]] || { echo "-t in B: $out"; return 1; }
-	# the pty is root's inside, as if opened there
-	out=$(script -qec "dsec-exec -t $B sh -c 'stat -c %u:%g \$(tty)'" /dev/null </dev/null)
-	[[ "$out" == *"0:0"* ]] || { echo "owner: $out"; return 1; }
+	# the pty stays the host root's (nobody inside) and only its owner's: the command's alone
+	out=$(script -qec "dsec-exec -t $B sh -c 'stat -c %u:%g:%a \$(tty)'" /dev/null </dev/null)
+	[[ "$out" == *"65534:65534:600"* ]] || { echo "owner: $out"; return 1; }
 	wait
 }
 

@@ -12,6 +12,8 @@
  *   watch SECS (count dsec-* processes seen and whose cwd, fd, exe or root opened) | decoy
  *   nswatch SECS (open each next pid's mountinfo and net/dev at its birth: count those seen
  *     and those showing other mounts or interfaces than ours)
+ *   ptsopen [mine] (open every /dev/pts/N by its name: "N:ok" or "N:ERRNO" each; with mine,
+ *     a pty of our own first)
  *   ioctl tiocsti|tioclinux | serve-unix NAME SECS | serve-tcp PORT SECS | connect-unix NAME
  *   connect-tcp PORT | tcp-fill SECS (queue unread data on loopback connections, print the
  *   MiB queued, hold them SECS) | inflight SECS (descriptors in flight over a unix socket
@@ -605,6 +607,42 @@ static int do_nswatch(int secs)
 	return 0;
 }
 
+/* Open each /dev/pts/N by name, read and write, as a process lying in wait for another
+ * command's terminal would; with mine, a pty of our own is made first (the control: one made
+ * in here is open to any process here). One line: "N:ok" or "N:ERRNO" for each. */
+static int do_ptsopen(int mine)
+{
+	char line[1024] = "", path[300];
+	struct dirent *e;
+	DIR *d;
+	int own = -1;
+
+	if (mine &&
+	    ((own = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || unlockpt(own) < 0))
+		return fail("/dev/ptmx");
+	d = opendir("/dev/pts");
+	if (!d)
+		return fail("/dev/pts");
+	while ((e = readdir(d))) {
+		size_t k = strlen(line);
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/dev/pts/%s", e->d_name);
+		fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		snprintf(line + k, sizeof(line) - k, "%s%s:%s", k ? " " : "", e->d_name,
+			 fd >= 0 ? "ok" : ename(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+	if (own >= 0)
+		close(own);
+	printf("%s\n", line[0] ? line : "none");
+	return 0;
+}
+
 /* The positive control of watch: a process named like one of dsec's that keeps whatever
  * descriptors it was given, with every capability dropped (as dumpable and as weak as the
  * sandbox's own processes, so they can look into it). */
@@ -1076,6 +1114,8 @@ static int dispatch(int argc, char **argv)
 		return do_procscan();
 	else if (!strcmp(c, "watch") && argc > 2)
 		return do_watch(atoi(argv[2]));
+	else if (!strcmp(c, "ptsopen"))
+		return do_ptsopen(argc > 2 && !strcmp(argv[2], "mine"));
 	else if (!strcmp(c, "nswatch") && argc > 2)
 		return do_nswatch(atoi(argv[2]));
 	else if (!strcmp(c, "decoy"))
