@@ -755,7 +755,8 @@ static int hosts_has(const char *text, size_t n, const char *name)
 }
 
 /* The sandbox's /etc: its host name resolves (a line DSEC_HOSTS_SELF NAME in /etc/hosts, made
- * with the localhost lines when the image has none), and with --net host the node's resolver
+ * with the localhost lines when the image has none) and is /etc/hostname's, and with --net host
+ * the node's resolver
  * is its resolver. Runs after the chroot and before /proc is mounted, so every path is the
  * image's; an image without a directory /etc, or with a link at /etc/hosts, is left as it is
  * (a link at /etc/resolv.conf is replaced: it would lead to the image's resolver). What is
@@ -808,6 +809,24 @@ static int etc_setup(const struct dsec_rootfs_spec *spec, struct dsec_err *err)
 			if (fd >= 0)
 				close(fd);
 		}
+	}
+	/* /etc/hostname says the sandbox's name, as the UTS name does (made where the image has
+	 * none); a link, dir or fifo there is the image's business */
+	if (rc == 0 && spec->hostname && spec->hostname[0] &&
+	    (fstatat(etc, "hostname", &st, AT_SYMLINK_NOFOLLOW) < 0 ? errno == ENOENT
+								    : S_ISREG(st.st_mode))) {
+		int len = snprintf(line, sizeof(line), "%s\n", spec->hostname);
+
+		fd = openat(etc, "hostname",
+			    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+			    0644);
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    dsec_write_all(fd, line, (size_t)len) < 0 ||
+		    (spec->map.count && st.st_uid != spec->map.root &&
+		     fchown(fd, spec->map.root, spec->map.gid) < 0))
+			rc = dsec_err_sys(err, "write /etc/hostname");
+		if (fd >= 0)
+			close(fd);
 	}
 	if (rc == 0 && spec->resolv) {
 		int have = fstatat(etc, "resolv.conf", &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -869,6 +888,27 @@ int dsec_rootfs_open(pid_t pid, const char *path, int flags, mode_t mode)
 	return fd;
 }
 
+/* /etc/hostname as etc_setup wrote it (old), now name; anything else there is left. */
+static int rename_hostname_file(pid_t pid, const char *old, const char *name, struct dsec_err *err)
+{
+	char text[128], want[128], line[128];
+	struct stat st;
+	int fd, rc = 0, wl, nl;
+	ssize_t n;
+
+	fd = dsec_rootfs_open(pid, "etc/hostname", O_RDWR | O_NOFOLLOW | O_NONBLOCK, 0);
+	if (fd < 0)
+		return 0;
+	wl = snprintf(want, sizeof(want), "%s\n", old);
+	nl = snprintf(line, sizeof(line), "%s\n", name);
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == wl &&
+	    (n = pread(fd, text, sizeof(text), 0)) == wl && !memcmp(text, want, (size_t)wl) &&
+	    (ftruncate(fd, 0) < 0 || pwrite(fd, line, (size_t)nl, 0) != nl))
+		rc = dsec_err_sys(err, "write /etc/hostname");
+	close(fd);
+	return rc;
+}
+
 int dsec_rootfs_rename_host(pid_t pid, const char *old, const char *name, struct dsec_err *err)
 {
 	char text[8192], out[8192 + 256], want[128];
@@ -908,7 +948,7 @@ int dsec_rootfs_rename_host(pid_t pid, const char *old, const char *name, struct
 		}
 	}
 	close(fd);
-	return rc;
+	return rc < 0 ? rc : rename_hostname_file(pid, old, name, err);
 }
 
 /* In the sandbox's copy of the template: an idmapped copy of each layer mounted with the

@@ -91,6 +91,21 @@ setup() {
 	run sb_run "$ID" hostname
 	[ "$output" = box-1 ]
 	[ "$(hostname)" != box-1 ]
+	# /etc/hostname says so too (made here: the image has none), root's inside
+	[ "$(sb_run "$ID" cat /etc/hostname)" = box-1 ]
+	[ "$(sb_run "$ID" stat -c '%u:%g %a' /etc/hostname)" = "0:0 644" ]
+	# an image's own is replaced in the sandbox, its layer untouched; a link there stays
+	mkdir -p "$TESTDIR/app/etc"
+	echo buildhost >"$TESTDIR/app/etc/hostname"
+	make_dir_layer_image withname "$TESTDIR/app"
+	spawn_one --image withname --hostname box-2
+	[ "$(sb_run "$ID" cat /etc/hostname)" = box-2 ]
+	[ "$(cat "$DSEC_ROOT"/layers/*/tree/etc/hostname)" = buildhost ]
+	rm "$TESTDIR/app/etc/hostname"
+	ln -s /elsewhere "$TESTDIR/app/etc/hostname"
+	make_dir_layer_image linkname "$TESTDIR/app"
+	spawn_one --image linkname --hostname box-3
+	[ "$(sb_run "$ID" readlink /etc/hostname)" = /elsewhere ]
 }
 
 @test "spawn: the host name resolves inside; --net host gets the node's resolver" {

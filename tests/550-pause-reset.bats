@@ -142,6 +142,7 @@ counter() { cat "/proc/$(sb_pid "$1")/root/tmp/c"; }
 	[ "$output" = 1 ]
 	run dsec-exec "$ID" grep -x "127.0.1.1	$ID" /etc/hosts
 	[ "$status" -eq 0 ] || { dsec-exec "$ID" cat /etc/hosts; return 1; }
+	[ "$(dsec-exec "$ID" cat /etc/hostname)" = "$ID" ]
 	json_is "$(sb_json "$ID")" .limits.memory 100663296
 	json_is "$(sb_json "$ID")" .labels.task t2
 	[ "$(ls "$DSEC_RUN/sandboxes")" = "$ID" ]
