@@ -44,18 +44,20 @@ static int inflate_some(struct dsec_gzcheck *g, const unsigned char *p, size_t n
 
 	g->zs.next_in = (unsigned char *)p;
 	g->zs.avail_in = (uInt)n;
-	while (g->zs.avail_in > 0) {
+	for (;;) {
 		g->zs.next_out = out;
 		g->zs.avail_out = sizeof(out);
 		r = inflate(&g->zs, Z_NO_FLUSH);
-		if (r == Z_STREAM_END)
+		if (r == Z_STREAM_END || r == Z_BUF_ERROR) /* a member's end; or wants input */
 			break;
-		if (r == Z_BUF_ERROR && g->zs.avail_out == sizeof(out))
-			break; /* wants more input */
 		if (r != Z_OK)
 			return dsec_err_set(err, r == Z_MEM_ERROR ? ENOMEM : EILSEQ,
 					    "gzip member %lu: %s", g->members + 1,
 					    g->zs.msg ? g->zs.msg : "bad data");
+		/* all taken and no output held back (a full buffer may hide more, the trailer
+		 * and its check included) */
+		if (g->zs.avail_in == 0 && g->zs.avail_out > 0)
+			break;
 	}
 	*rest = g->zs.avail_in;
 	if (r == Z_STREAM_END) {

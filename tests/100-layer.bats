@@ -671,6 +671,11 @@ open(sys.argv[3], "wb").write(d)' "$@"; }
 	run dsec-layer import padded.tar.gz
 	[ "$status" -eq 0 ]
 	json_is "$(records)" .bytes 100000
+	# a member whose last input bytes make megabytes (zeros): checked to its trailer
+	mkdir z && head -c 20M /dev/zero >z/zeros && tar -C z -czf zeros.tar.gz zeros && rm -r z
+	run dsec-layer import zeros.tar.gz
+	[ "$status" -eq 0 ]
+	json_is "$(records)" .bytes 20971520
 	[ -z "$(ls -A "$DSEC_ROOT/tmp")" ]
 }
 
