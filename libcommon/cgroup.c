@@ -796,6 +796,37 @@ int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx
 	return 0;
 }
 
+void dsec_cgroup_parent_pids(const struct dsec_paths *p, uint64_t pids)
+{
+	static int done;
+	char parent[128], dir[DSEC_CG_PATH_MAX], val[32];
+	int v;
+
+	if (done || getenv("DSEC_CGROUP_PARENT")) /* set: a parent not ours to limit */
+		return;
+	done = 1;
+	if (!pids) {
+		FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
+		unsigned long long max = 0;
+
+		if (f) {
+			if (fscanf(f, "%llu", &max) != 1)
+				max = 0;
+			fclose(f);
+		}
+		if (max <= 2 * DSEC_CG_HOST_PIDS)
+			return; /* too few to share: the sandboxes' own limits alone */
+		pids = max - (max / 8 > DSEC_CG_HOST_PIDS ? max / 8 : DSEC_CG_HOST_PIDS);
+	}
+	if ((v = dsec_cgroup_version(NULL)) < 0 || (v == 1 && !host.v1root[DSEC_CG_PIDS][0]))
+		return;
+	parent_name(p, parent, sizeof(parent));
+	snprintf(dir, sizeof(dir), "%s/%s", v == 2 ? host.v2root : host.v1root[DSEC_CG_PIDS],
+		 parent);
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)pids);
+	write_str(dir, "pids.max", val, NULL);
+}
+
 int dsec_cgroup_remove_parent(const struct dsec_paths *p, struct dsec_err *err)
 {
 	char dirs[DSEC_CG_NCTRL][DSEC_CG_PATH_MAX];

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "cgroup.h"
 #include "net.h"
 #include "nofile.h"
@@ -752,6 +753,7 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	static int have_map;
 	uint64_t t0 = dsec_now_us(), t[8] = {0};
 	int pidfd = -1, hfd, flags, us[2] = {-1, -1}, published = 0;
+	const struct dsec_node *node;
 	void *stack;
 	pid_t pid = -1;
 #define T(i) (t[i] = dsec_verbose > 1 ? dsec_now_us() : 0)
@@ -814,6 +816,10 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	 * spare of a reaped sandbox when there is one (cgspare.c) */
 	if (dsec_cgspare_take(p, sb) != 0 && dsec_cgroup_create(sb, err) < 0)
 		return dsec_err_wrap(err, "%s", sb->id);
+	/* all the run's sandboxes together: node.conf's pids, else pid_max less the host's share */
+	node = dsec_node_get(p, NULL);
+	dsec_cgroup_parent_pids(
+	    p, node && !node->cap_auto[DSEC_R_PIDS] ? (uint64_t)node->cap[DSEC_R_PIDS] : 0);
 	T(1);
 	memset(&arg, 0, sizeof(arg));
 	arg.spec = &spec;

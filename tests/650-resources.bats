@@ -151,6 +151,38 @@ v1() { [ "$(jq -r .cgroup.version "$DSEC_RUN/sandboxes/$1/sandbox.json")" = 1 ];
 	dsec-reap "$S" >/dev/null
 }
 
+@test "node pids: a run's sandboxes together stay under node.conf's pids, else pid_max less the host's share" {
+	local parent max
+	spawn_one
+	parent=$(dirname "$(jq -r '.cgroup.path // .cgroup.paths.pids' "$DSEC_RUN/sandboxes/$ID/sandbox.json")")
+	read -r max </proc/sys/kernel/pid_max
+	[ "$(cat "$parent/pids.max")" = $((max - (max / 8 > 1024 ? max / 8 : 1024))) ]
+	printf 'pids = 40\n' >"$DSEC_ROOT/node.conf"
+	spawn_one --pids 100
+	local A=$ID
+	spawn_one --pids 100
+	local B=$ID
+	[ "$(cat "$parent/pids.max")" = 40 ]
+	dsec-exec cp "$PROBE" "$A:/bin/probe"
+	dsec-exec cp "$PROBE" "$B:/bin/probe"
+	# 21 tasks left running in A (10 sleepers, each with a child, and the probe)
+	dsec-exec "$A" sh -c '/bin/probe sleepers 10 >/dev/null 2>&1 &'
+	local i
+	for i in $(seq 50); do
+		[ "$(cg_file "$A" pids pids.current)" -ge 22 ] && break
+		sleep 0.1
+	done
+	# B's own limit is 100, but the run has 40 in all: A's tasks and the holders count
+	run dsec-exec "$B" probe forks 30
+	[[ "$output" =~ forked=([0-9]+)\ err=EAGAIN ]] || { echo "B: $output"; return 1; }
+	[ "${BASH_REMATCH[1]}" -lt 20 ]
+	# control: with A gone, the same forks all succeed
+	dsec-reap "$A" >/dev/null
+	run dsec-exec "$B" probe forks 30
+	[ "$output" = "forked=30 err=none" ]
+	rm "$DSEC_ROOT/node.conf"
+}
+
 @test "admission: a full node refuses with an error record, room comes back when one goes" {
 	printf 'cpu = 1\ncpu_ratio = 1.5   # 1.5 CPUs of requests\n' >"$DSEC_ROOT/node.conf"
 	spawn_one --cpu-request 1
