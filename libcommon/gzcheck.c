@@ -16,7 +16,7 @@ struct dsec_gzcheck {
 	z_stream zs;
 	int zinit;
 	enum gz_state state;
-	unsigned char head[2]; /* the first bytes of the stream or of the next member */
+	unsigned char head[4]; /* the first bytes of the stream or of the next member */
 	size_t nhead;
 	unsigned long members;
 };
@@ -68,12 +68,13 @@ static int inflate_some(struct dsec_gzcheck *g, const unsigned char *p, size_t n
 	return 0;
 }
 
-/* Two bytes at a member's start decide: gzip's magic starts one, anything else is padding. */
+/* Four bytes at a member's start decide, as libarchive's reader does: gzip's magic, deflate and
+ * no reserved flag start one; anything else is padding, which libarchive ignores too. */
 static int start_member(struct dsec_gzcheck *g, struct dsec_err *err)
 {
 	size_t rest;
 
-	if (g->head[0] != 0x1f || g->head[1] != 0x8b) {
+	if (g->head[0] != 0x1f || g->head[1] != 0x8b || g->head[2] != 8 || (g->head[3] & 0xe0)) {
 		g->state = GZ_OFF;
 		return 0;
 	}
@@ -86,7 +87,7 @@ static int start_member(struct dsec_gzcheck *g, struct dsec_err *err)
 		return dsec_err_set(err, EIO, "gzip check: reset failed");
 	}
 	g->state = GZ_MEMBER;
-	return inflate_some(g, g->head, 2, &rest, err);
+	return inflate_some(g, g->head, sizeof(g->head), &rest, err);
 }
 
 int dsec_gzcheck_feed(struct dsec_gzcheck *g, const void *buf, size_t n, struct dsec_err *err)
@@ -97,7 +98,7 @@ int dsec_gzcheck_feed(struct dsec_gzcheck *g, const void *buf, size_t n, struct 
 		if (g->state == GZ_UNDECIDED || g->state == GZ_BETWEEN) {
 			g->head[g->nhead++] = *p++;
 			n--;
-			if (g->nhead == 2 && start_member(g, err) < 0)
+			if (g->nhead == sizeof(g->head) && start_member(g, err) < 0)
 				return -1;
 			continue;
 		}

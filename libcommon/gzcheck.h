@@ -11,8 +11,8 @@
 
 struct dsec_gzcheck;
 
-/* A checker for a stream that may or may not be gzip: it decides on the stream's first two
- * bytes, and checks nothing when they are not gzip's magic. NULL when out of memory. */
+/* A checker for a stream that may or may not be gzip: it decides on the stream's first four
+ * bytes, and checks nothing when they do not start a gzip member. NULL when out of memory. */
 struct dsec_gzcheck *dsec_gzcheck_new(void);
 
 /* The next n bytes of the stream, in order. 0, or -1 with err (EILSEQ) at the first member

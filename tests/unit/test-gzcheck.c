@@ -55,6 +55,9 @@ int main(void)
 	memset(s + n, 0, 512); /* padding after the last member */
 	ok(check(s, n + 512, 1, &err) == 0, "padding after them: %s", err.msg);
 	ok(check((const unsigned char *)"plain tar", 9, 1, &err) == 0, "not gzip: not checked");
+	memcpy(s + n, "\x1f\x8b\x00\x00junk", 8); /* gzip's magic, no member: padding */
+	ok(check(s, n + 8, 1, &err) == 0, "magic then junk after the last member: %s", err.msg);
+	ok(check(s, n + 2, 0, &err) == 0, "magic alone after the last member: %s", err.msg);
 	s[a - 8] ^= 1; /* the first member's CRC */
 	ok(check(s, n, 7, &err) < 0 && err.errnum == EILSEQ && strstr(err.msg, "member 1"),
 	   "first member's CRC: %s", err.msg);
