@@ -29,8 +29,9 @@ setup() {
 	json_has "$rec" '.memory > 0'
 	json_has "$rec" '.cpu_us >= 0'
 	json_is "$rec" .pids 1
-	# a fresh sandbox holds one page: the /etc/hosts line dsec-spawn adds (dsec-spawn(1))
-	json_is "$rec" .disk 4096
+	# a fresh sandbox holds two pages: the /etc/hosts line and the /etc/hostname dsec-spawn
+	# writes (dsec-spawn(1))
+	json_is "$rec" .disk 8192
 	json_is "$rec" .disk_limit 16777216
 	json_is "$rec" .labels.team rl
 }
