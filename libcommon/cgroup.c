@@ -364,17 +364,12 @@ static void tcp_limit_v1(const char *dir, uint64_t memory)
 	uint64_t lim;
 
 	if (!cap) {
-		int fd = open("/proc/sys/net/ipv4/tcp_mem", O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 		unsigned long long low = 0;
 
-		if (fd >= 0)
-			close(fd);
-		buf[n > 0 ? n : 0] = '\0';
-		uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-
 		/* in whole pages, as the kernel keeps it */
-		cap = sscanf(buf, "%llu", &low) == 1 && low
+		cap = dsec_read_proc("/proc/sys/net/ipv4/tcp_mem", buf, sizeof(buf)) > 0 &&
+			      sscanf(buf, "%llu", &low) == 1 && low
 			  ? (uint64_t)low * page / DSEC_CG_TCP_SHARE / page * page
 			  : UINT64_MAX;
 		if (cap < DSEC_CG_TCP_MIN)
@@ -796,7 +791,7 @@ int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx
 	return 0;
 }
 
-void dsec_cgroup_parent_pids(const struct dsec_paths *p, uint64_t pids)
+void dsec_cgroup_parent_pids(const struct dsec_paths *p, uint64_t pids, int host_share)
 {
 	static int done;
 	char parent[128], dir[DSEC_CG_PATH_MAX], val[32];
@@ -805,18 +800,10 @@ void dsec_cgroup_parent_pids(const struct dsec_paths *p, uint64_t pids)
 	if (done || getenv("DSEC_CGROUP_PARENT")) /* set: a parent not ours to limit */
 		return;
 	done = 1;
-	if (!pids) {
-		FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
-		unsigned long long max = 0;
-
-		if (f) {
-			if (fscanf(f, "%llu", &max) != 1)
-				max = 0;
-			fclose(f);
-		}
-		if (max <= 2 * DSEC_CG_HOST_PIDS)
+	if (host_share) {
+		if (pids <= 2 * DSEC_CG_HOST_PIDS)
 			return; /* too few to share: the sandboxes' own limits alone */
-		pids = max - (max / 8 > DSEC_CG_HOST_PIDS ? max / 8 : DSEC_CG_HOST_PIDS);
+		pids -= pids / 8 > DSEC_CG_HOST_PIDS ? pids / 8 : DSEC_CG_HOST_PIDS;
 	}
 	if ((v = dsec_cgroup_version(NULL)) < 0 || (v == 1 && !host.v1root[DSEC_CG_PIDS][0]))
 		return;

@@ -158,11 +158,11 @@ int dsec_cgroup_foreach(const struct dsec_paths *p, dsec_cgroup_fn fn, void *ctx
 int dsec_cgroup_remove_parent(const struct dsec_paths *p, struct dsec_err *err);
 
 /* The tasks the sandboxes of the run dir may have together: pids.max of their parent cgroup
- * (made by then), pids when not 0, else kernel.pid_max less an eighth of it, at least
- * DSEC_CG_HOST_PIDS, kept for the host. Each sandbox's --pids is its own; this keeps many of
- * them, all forking, from using up the node's pids. Set once per process, best-effort; not
- * with DSEC_CGROUP_PARENT (a parent that is not dsec's). */
+ * (made by then), pids, less an eighth of it (at least DSEC_CG_HOST_PIDS) kept for the host
+ * when host_share (pids is the node's: node.conf's auto). Each sandbox's --pids is its own;
+ * this keeps many of them, all forking, from using up the node's pids. Set once per process,
+ * best-effort; not with DSEC_CGROUP_PARENT (a parent that is not dsec's). */
 #define DSEC_CG_HOST_PIDS 1024ULL
-void dsec_cgroup_parent_pids(const struct dsec_paths *p, uint64_t pids);
+void dsec_cgroup_parent_pids(const struct dsec_paths *p, uint64_t pids, int host_share);
 
 #endif

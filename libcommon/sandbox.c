@@ -816,10 +816,10 @@ int dsec_sandbox_create(const struct dsec_paths *p, struct dsec_sandbox *sb, str
 	 * spare of a reaped sandbox when there is one (cgspare.c) */
 	if (dsec_cgspare_take(p, sb) != 0 && dsec_cgroup_create(sb, err) < 0)
 		return dsec_err_wrap(err, "%s", sb->id);
-	/* all the run's sandboxes together: node.conf's pids, else pid_max less the host's share */
-	node = dsec_node_get(p, NULL);
-	dsec_cgroup_parent_pids(
-	    p, node && !node->cap_auto[DSEC_R_PIDS] ? (uint64_t)node->cap[DSEC_R_PIDS] : 0);
+	/* all the run's sandboxes together: node.conf's pids (auto: pid_max, less the host's) */
+	if ((node = dsec_node_get(p, &(struct dsec_err){0})))
+		dsec_cgroup_parent_pids(p, (uint64_t)node->cap[DSEC_R_PIDS],
+					node->cap_auto[DSEC_R_PIDS]);
 	T(1);
 	memset(&arg, 0, sizeof(arg));
 	arg.spec = &spec;
