@@ -195,9 +195,8 @@ static int split_path(const char *path, char *dir, size_t dn, char *base, size_t
 	return 0;
 }
 
-/* Replace the first component of entry e's name (old) with new_top. Returns 0, or -1 when the
- * name does not start with old (a stream we did not ask for). */
-/* p with its top component old renamed new_top, in buf. 0, or -1 when p is not under old. */
+/* p with its top component old renamed new_top, in buf. 0, or -1 when p is not under old (a
+ * stream we did not ask for). */
 static int retop_name(const char *p, const char *old, const char *new_top, char *buf, size_t n)
 {
 	size_t ol = strlen(old);

@@ -6,7 +6,7 @@
 #include <zlib.h>
 
 enum gz_state {
-	GZ_UNDECIDED, /* fewer than two bytes seen */
+	GZ_UNDECIDED, /* fewer than four bytes seen */
 	GZ_MEMBER,    /* inside a member */
 	GZ_BETWEEN,   /* after a member: another one, or padding */
 	GZ_OFF,       /* not gzip, or padding after the last member: nothing more to check */
@@ -79,8 +79,8 @@ static int start_member(struct dsec_gzcheck *g, struct dsec_err *err)
 		return 0;
 	}
 	if (!g->zinit) {
-		if (inflateInit2(&g->zs, 16 + MAX_WBITS) !=
-		    Z_OK) /* gzip only, its trailer checked */
+		/* gzip only, its trailer checked */
+		if (inflateInit2(&g->zs, 16 + MAX_WBITS) != Z_OK)
 			return dsec_err_set(err, ENOMEM, "gzip check: out of memory");
 		g->zinit = 1;
 	} else if (inflateReset(&g->zs) != Z_OK) {

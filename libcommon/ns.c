@@ -756,8 +756,7 @@ static int hosts_has(const char *text, size_t n, const char *name)
 
 /* The sandbox's /etc: its host name resolves (a line DSEC_HOSTS_SELF NAME in /etc/hosts, made
  * with the localhost lines when the image has none) and is /etc/hostname's, and with --net host
- * the node's resolver
- * is its resolver. Runs after the chroot and before /proc is mounted, so every path is the
+ * the node's resolver is its resolver. Runs after the chroot and before /proc is mounted, so every path is the
  * image's; an image without a directory /etc, or with a link at /etc/hosts, is left as it is
  * (a link at /etc/resolv.conf is replaced: it would lead to the image's resolver). What is
  * made is root's inside. */

@@ -319,8 +319,8 @@ int dsec_lock(const char *path, int exclusive, int wait, struct dsec_err *err)
 }
 
 /* A removal holds one descriptor per level down to RMTREE_FD_DEPTH (or as many as it may
- * open); a directory deeper than that is moved up into the top directory being removed (by descriptors, renameat) and taken
- * apart from there. So no tree is too deep to remove under a low RLIMIT_NOFILE (an archive's
+ * open); a directory deeper than that is moved up into the top directory being removed (by
+ * descriptors, renameat2) and taken apart from there. So no tree is too deep to remove under a low RLIMIT_NOFILE (an archive's
  * 2000 levels, under PATH_MAX, with 1024 descriptors), and no path is ever followed. */
 #define RMTREE_FD_DEPTH 128
 
